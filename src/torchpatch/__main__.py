@@ -1,0 +1,3 @@
+from torchpatch.cli import main
+
+raise SystemExit(main())

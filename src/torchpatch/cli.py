@@ -1,0 +1,148 @@
+"""The torchpatch command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from torchpatch import __version__, bundle, commands, export, series
+from torchpatch.errors import TorchPatchError, UnsupportedVersion
+from torchpatch.state import Target
+from torchpatch.targets import InstalledTorch, SourceTree
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except TorchPatchError as error:
+        print(f"torchpatch: error: {error}", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="torchpatch",
+        description="Apply, verify and revert this project's patch series on torch.",
+    )
+    parser.add_argument("--version", action="version", version=__version__)
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="directory holding patches/ and test/ (default: the bundled ones)",
+    )
+    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    status = sub.add_parser("status", help="show what the target carries")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(run=_status)
+
+    apply = sub.add_parser("apply", help="apply the series to the target")
+    apply.add_argument("--check", action="store_true", help="change nothing")
+    apply.set_defaults(run=_apply)
+
+    revert = sub.add_parser("revert", help="restore the target's pristine files")
+    revert.add_argument("--check", action="store_true", help="change nothing")
+    revert.set_defaults(run=_revert)
+
+    for command in (status, apply, revert):
+        where = command.add_mutually_exclusive_group()
+        where.add_argument(
+            "--site-packages",
+            type=Path,
+            help="patch the torch installed there (default: this interpreter's)",
+        )
+        where.add_argument(
+            "--source-tree",
+            type=Path,
+            help="patch a PyTorch source checkout, tests included",
+        )
+        command.add_argument(
+            "--torch-version",
+            help="with --source-tree: the release it is (default: its version.txt)",
+        )
+
+    exporter = sub.add_parser(
+        "export", help="write one upstream patch: the series plus the new tests"
+    )
+    exporter.add_argument("out", type=Path, help="file to write")
+    exporter.add_argument(
+        "--torch-version", help="which series (default: the only one there is)"
+    )
+    exporter.set_defaults(run=_export)
+    return parser
+
+
+def _status(args: argparse.Namespace) -> int:
+    target = _target(args)
+    report = commands.status(target, _series(args, target.version))
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{target.description}")
+    print(f"series {report['series']['directory']}: {report['state']}")
+    for patch in report["patches"]:
+        print(f"  {patch['status']:<12} {patch['name']}")
+    print("files:")
+    for file in report["files"]:
+        print(f"  {_file_state(file):<19} {file['path']}")
+    return 0
+
+
+def _file_state(file: dict) -> str:
+    if file["matches_record"] is None:
+        return "present" if file["exists"] else "absent"
+    return "matches RECORD" if file["matches_record"] else "differs from RECORD"
+
+
+def _apply(args: argparse.Namespace) -> int:
+    target = _target(args)
+    _report(commands.apply(target, _series(args, target.version), check=args.check))
+    return 0
+
+
+def _revert(args: argparse.Namespace) -> int:
+    target = _target(args)
+    _report(commands.revert(target, _series(args, target.version), check=args.check))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    root = _data_root(args)
+    version = args.torch_version
+    if version is None:
+        versions = series.supported_versions(root / "patches")
+        if len(versions) != 1:
+            raise UnsupportedVersion(
+                f"pass --torch-version, one of: {', '.join(versions) or 'none'}"
+            )
+        version = versions[0]
+    text = export.build(series.load_series(root / "patches", version), root)
+    args.out.write_bytes(text)
+    print(f"wrote {args.out}: torch {version} series plus {root / 'test'}")
+    return 0
+
+
+def _report(outcome: commands.Outcome) -> None:
+    print(outcome.message)
+    for path in outcome.changed:
+        print(f"  {path}")
+
+
+def _target(args: argparse.Namespace) -> Target:
+    if args.source_tree:
+        return SourceTree.open(args.source_tree, args.torch_version)
+    if args.torch_version:
+        raise TorchPatchError("--torch-version goes with --source-tree")
+    return InstalledTorch.find(args.site_packages)
+
+
+def _series(args: argparse.Namespace, version: str) -> series.Series:
+    return series.load_series(_data_root(args) / "patches", version)
+
+
+def _data_root(args: argparse.Namespace) -> Path:
+    return args.data.resolve() if args.data else bundle.data_root()

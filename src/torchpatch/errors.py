@@ -1,0 +1,39 @@
+"""Refusals. Each is raised before anything on disk has changed."""
+
+from __future__ import annotations
+
+
+class TorchPatchError(Exception):
+    """A refusal whose message tells the user what is wrong and what to do."""
+
+
+class TorchNotFound(TorchPatchError):
+    pass
+
+
+class UnsupportedVersion(TorchPatchError):
+    pass
+
+
+class MalformedSeries(TorchPatchError):
+    pass
+
+
+class LocallyModified(TorchPatchError):
+    pass
+
+
+class PatchDoesNotApply(TorchPatchError):
+    pass
+
+
+class NotWritable(TorchPatchError):
+    pass
+
+
+class GitNotFound(TorchPatchError):
+    pass
+
+
+class NotASourceTree(TorchPatchError):
+    pass

@@ -1,0 +1,57 @@
+"""One upstream patch: the whole series plus this project's new test files.
+
+The result is a single `git format-patch` mail that `git apply` and `git am`
+take on a PyTorch checkout of the series' release. Its message is the first
+patch's (a series of several lists the others' subjects and bodies after
+it), its diff the series' diffs followed by a new-file section for every
+file under the project's test/ directory.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from torchpatch import git
+from torchpatch.series import Patch, Series
+
+_DIFFSTAT_SEPARATOR = b"\n---\n"
+_SIGNATURE = re.compile(rb"\n-- \n[^\n]*\n*\Z")
+
+
+def build(series: Series, tests_root: Path) -> bytes:
+    """The upstream patch; tests_root holds test/... as it should land."""
+    if not series.patches:
+        raise ValueError(f"{series.directory} has no patches to export")
+    parts = [_split(patch) for patch in series.patches]
+    header = parts[0][0]
+    for (_, extra_message, _), patch in zip(parts[1:], series.patches[1:]):
+        header += b"\n" + patch.subject.encode() + b"\n\n" + extra_message
+    diff = b"".join(d for _, _, d in parts)
+    for relpath in new_test_files(tests_root):
+        diff += git.new_file_diff(tests_root, relpath)
+    stat = git.diffstat(diff, cwd=tests_root)
+    signature = _SIGNATURE.search(series.patches[0].read())
+    trailer = signature.group(0).lstrip(b"\n") if signature else b""
+    return header + b"---\n" + stat + b"\n" + diff + trailer
+
+
+def new_test_files(tests_root: Path) -> list[str]:
+    base = tests_root / "test"
+    return sorted(
+        p.relative_to(tests_root).as_posix()
+        for p in base.rglob("*.py")
+        if "__pycache__" not in p.parts
+    )
+
+
+def _split(patch: Patch) -> tuple[bytes, bytes, bytes]:
+    """(headers and message, message body alone, diff sections) of a patch."""
+    text = patch.read()
+    text = _SIGNATURE.sub(b"\n", text)
+    head, sep, rest = text.partition(_DIFFSTAT_SEPARATOR)
+    diff_start = rest.find(b"diff --git ")
+    if not sep or diff_start < 0:
+        raise ValueError(f"{patch.path}: no '---' line before its diff")
+    _, _, body = head.partition(b"\n\n")
+    return head + b"\n", body.strip() + b"\n", rest[diff_start:]

@@ -1,0 +1,80 @@
+"""The git commands torchpatch runs: `git apply`, and `git diff` for new files.
+
+git runs with GIT_CEILING_DIRECTORIES set so that it never mistakes a
+surrounding checkout (a virtualenv inside a repository, say) for the tree
+it works on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from torchpatch.errors import GitNotFound, PatchDoesNotApply
+
+
+def _git() -> str:
+    git = shutil.which("git")
+    if git is None:
+        raise GitNotFound(
+            "git is not on PATH; torchpatch applies patches with `git apply`"
+        )
+    return git
+
+
+def _run(
+    args: Sequence[str], cwd: Path, stdin: bytes = b""
+) -> subprocess.CompletedProcess:
+    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(cwd.parent), LC_ALL="C")
+    return subprocess.run(
+        [_git(), *args], cwd=cwd, input=stdin, capture_output=True, env=env, check=False
+    )
+
+
+def apply(
+    patch: Path, tree: Path, includes: Sequence[str], reverse: bool = False
+) -> None:
+    """Apply patch (only its hunks for includes) to the files under tree."""
+    args = ["apply", "--whitespace=nowarn"]
+    if reverse:
+        args.append("--reverse")
+    args += [f"--include={path}" for path in includes]
+    proc = _run([*args, str(patch)], cwd=tree)
+    if proc.returncode != 0:
+        how = "in reverse " if reverse else ""
+        detail = proc.stderr.decode(errors="replace").strip()
+        raise PatchDoesNotApply(f"{patch.name} does not apply {how}cleanly:\n{detail}")
+
+
+def new_file_diff(root: Path, relpath: str) -> bytes:
+    """A `diff --git` section that creates root/relpath, as format-patch writes it."""
+    proc = _run(
+        [
+            "-c",
+            "core.quotepath=off",
+            "diff",
+            "--no-index",
+            "--no-color",
+            "--no-ext-diff",
+            "--full-index",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            "/dev/null",
+            relpath,
+        ],
+        cwd=root,
+    )
+    if proc.returncode != 1:  # --no-index exits 1 when the files differ
+        raise RuntimeError(proc.stderr.decode(errors="replace"))
+    return proc.stdout
+
+
+def diffstat(diff: bytes, cwd: Path) -> bytes:
+    """The diffstat and summary that format-patch puts above the diff."""
+    proc = _run(["apply", "--stat", "--summary", "-"], cwd=cwd, stdin=diff)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.decode(errors="replace"))
+    return proc.stdout

@@ -1,0 +1,114 @@
+"""A patch series: `patches/torch-<version>/series` and the patches it lists.
+
+The series file is quilt's: one patch file name per line, applied in order;
+blank lines and lines starting with `#` are ignored. Every patch is in
+`git format-patch` form with paths relative to the PyTorch source root.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchpatch.errors import MalformedSeries, UnsupportedVersion
+
+SERIES_FILE = "series"
+_DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
+_SUBJECT_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
+
+
+@dataclass(frozen=True)
+class Patch:
+    name: str
+    path: Path
+    subject: str
+    files: tuple[str, ...]  # paths it touches, relative to the source root
+
+    def read(self) -> bytes:
+        return self.path.read_bytes()
+
+
+@dataclass(frozen=True)
+class Series:
+    version: str
+    directory: Path
+    patches: tuple[Patch, ...]
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(sorted({f for patch in self.patches for f in patch.files}))
+
+
+def supported_versions(patches_root: Path) -> list[str]:
+    return sorted(
+        d.name.removeprefix("torch-")
+        for d in patches_root.glob("torch-*")
+        if (d / SERIES_FILE).is_file()
+    )
+
+
+def load_series(patches_root: Path, version: str) -> Series:
+    directory = patches_root / f"torch-{version}"
+    series_file = directory / SERIES_FILE
+    if not series_file.is_file():
+        supported = ", ".join(supported_versions(patches_root)) or "none"
+        raise UnsupportedVersion(
+            f"no patch series for torch {version}; supported versions: {supported}"
+        )
+    names = _parse_series_file(series_file)
+    listed = set(names)
+    unlisted = sorted(p.name for p in directory.glob("*.patch") if p.name not in listed)
+    if unlisted:
+        raise MalformedSeries(
+            f"{series_file}: patch files not listed in the series: {', '.join(unlisted)}"
+        )
+    return Series(
+        version=version,
+        directory=directory,
+        patches=tuple(_load_patch(directory / name) for name in names),
+    )
+
+
+def _parse_series_file(series_file: Path) -> list[str]:
+    names: list[str] = []
+    for lineno, raw in enumerate(series_file.read_text().splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        where = f"{series_file}:{lineno}"
+        if len(line.split()) != 1:
+            raise MalformedSeries(
+                f"{where}: expected one patch file name, got {line!r}"
+            )
+        if "/" in line or "\\" in line or line.startswith("."):
+            raise MalformedSeries(
+                f"{where}: {line!r} must name a file in {series_file.parent}"
+            )
+        if line in names:
+            raise MalformedSeries(f"{where}: {line!r} is listed twice")
+        if not (series_file.parent / line).is_file():
+            raise MalformedSeries(f"{where}: {line!r} does not exist")
+        names.append(line)
+    return names
+
+
+def _load_patch(path: Path) -> Patch:
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    message = email.message_from_string(text, policy=email.policy.default)
+    subject = str(message.get("Subject", "")).strip()
+    if not text.startswith("From ") or not subject:
+        raise MalformedSeries(
+            f"{path}: not in `git format-patch` form (no 'From ' line or Subject: header)"
+        )
+    files = tuple(dict.fromkeys(b for _, b in _DIFF_HEADER.findall(text)))
+    if not files:
+        raise MalformedSeries(f"{path}: contains no `diff --git` hunks")
+    return Patch(
+        name=path.name,
+        path=path,
+        subject=_SUBJECT_PREFIX.sub("", subject),
+        files=files,
+    )

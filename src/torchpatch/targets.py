@@ -1,0 +1,118 @@
+"""Where a series is applied: an installed torch wheel or a PyTorch checkout.
+
+An installed wheel only holds the `torch/` package, and its RECORD tells
+what every pristine file hashes to. A source checkout holds every path the
+series touches (tests included) but has no record of its pristine state.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from torchpatch.errors import NotASourceTree, TorchNotFound
+
+
+@dataclass(frozen=True)
+class InstalledTorch:
+    """The torch distribution found on a sys.path (the running one by default)."""
+
+    root: Path  # the site-packages directory that holds torch/
+    version: str  # without a local part: 2.4.1+cpu patches like 2.4.1
+    full_version: str
+    record: dict[str, metadata.FileHash] = field(repr=False)
+
+    kind = "installed torch"
+
+    @classmethod
+    def find(cls, site_packages: Path | None = None) -> InstalledTorch:
+        path = [str(site_packages)] if site_packages else sys.path
+        dist = next(iter(metadata.distributions(name="torch", path=path)), None)
+        where = site_packages or f"the sys.path of {sys.executable}"
+        if dist is None:
+            raise TorchNotFound(f"torch is not installed in {where}")
+        files = dist.files
+        if files is None:
+            raise TorchNotFound(
+                f"torch {dist.version} in {where} has no RECORD file, so its files "
+                "cannot be verified; reinstall it with pip"
+            )
+        return cls(
+            root=Path(dist.locate_file("")).resolve(),
+            version=dist.version.split("+")[0],
+            full_version=dist.version,
+            record={f.as_posix(): f.hash for f in files if f.hash is not None},
+        )
+
+    def includes(self, relpath: str) -> bool:
+        return relpath.startswith("torch/")
+
+    def matches_record(self, relpath: str, data: bytes | None) -> bool | None:
+        """Whether data is the wheel's file (None: absent); None if unknowable."""
+        expected = self.record.get(relpath)
+        if expected is None:
+            return data is None
+        if data is None:
+            return False
+        digest = hashlib.new(expected.mode, data).digest()
+        return base64.urlsafe_b64encode(digest).rstrip(b"=").decode() == expected.value
+
+    @property
+    def reinstall_command(self) -> str:
+        return (
+            f"{sys.executable} -m pip install --force-reinstall --no-deps "
+            f"torch=={self.full_version}"
+        )
+
+    @property
+    def description(self) -> str:
+        return f"torch {self.full_version} at {self.root}"
+
+
+@dataclass(frozen=True)
+class SourceTree:
+    """A PyTorch source checkout; the version comes from its version.txt."""
+
+    root: Path
+    version: str
+
+    kind = "source tree"
+
+    @classmethod
+    def open(cls, root: Path, version: str | None = None) -> SourceTree:
+        root = root.resolve()
+        version_file = root / "version.txt"
+        if not (root / "torch").is_dir():
+            raise NotASourceTree(f"{root} is not a PyTorch source tree (no torch/)")
+        if version is None:
+            if not version_file.is_file():
+                raise NotASourceTree(
+                    f"{root} has no version.txt; pass --torch-version to say which "
+                    "release it is"
+                )
+            found = re.match(r"\d+\.\d+\.\d+", version_file.read_text().strip())
+            if not found:
+                raise NotASourceTree(
+                    f"{version_file} does not start with a version; pass --torch-version"
+                )
+            version = found.group(0)
+        return cls(root=root, version=version)
+
+    def includes(self, relpath: str) -> bool:
+        return True
+
+    def matches_record(self, relpath: str, data: bytes | None) -> bool | None:
+        return None
+
+    @property
+    def reinstall_command(self) -> str:
+        return f"git -C {self.root} checkout -- <file>"
+
+    @property
+    def description(self) -> str:
+        return f"PyTorch {self.version} source tree at {self.root}"
