@@ -1,0 +1,64 @@
+"""export: one upstream patch that git apply and git am both take."""
+
+from __future__ import annotations
+
+import subprocess
+
+import fakes
+from fakes import NEW_TEST, NEW_TEST_TEXT, PATCHED
+
+
+def test_export_applies_with_git_apply_and_git_am(run, source_tree, tmp_path):
+    out = tmp_path / "upstream.patch"
+    code, stdout, _ = run("export", str(out))
+    assert code == 0
+    assert stdout.startswith(f"wrote {out}")
+    text = out.read_text()
+    assert text.startswith("From 0000000000000000000000000000000000000000 ")
+    assert "Subject: [PATCH] [dynamo] First change" in text
+    assert "[dynamo] Second change\n\nWhy it is needed." in text
+    assert f" create mode 100644 {NEW_TEST}" in text
+    # One section per patch (side_effects.py twice), then the new test file.
+    assert text.count("\ndiff --git ") == 5
+
+    fakes.git(source_tree, "apply", "--check", str(out))
+    fakes.git(source_tree, "checkout", "-q", "-b", "pr")
+    fakes.git(source_tree, "am", "-q", "--keep-non-patch", str(out))
+    subject = fakes.git(source_tree, "log", "-1", "--format=%s")
+    assert subject.strip() == "[dynamo] First change"
+    for path, data in PATCHED.items():
+        assert (source_tree / path).read_bytes() == data, path
+    assert (source_tree / NEW_TEST).read_bytes() == NEW_TEST_TEXT
+    assert fakes.git(source_tree, "status", "--porcelain") == ""
+
+
+def test_export_is_deterministic(run, tmp_path):
+    first, second = tmp_path / "a.patch", tmp_path / "b.patch"
+    run("export", str(first))
+    run("export", str(second))
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_export_needs_a_version_when_there_are_several(run, data, tmp_path):
+    other = data / "patches/torch-2.5.0"
+    other.mkdir()
+    (other / "series").write_text("")
+    code, _, err = run("export", str(tmp_path / "x.patch"))
+    assert code == 1
+    assert "pass --torch-version, one of: 2.4.1, 2.5.0" in err
+    code, _, _ = run("export", str(tmp_path / "x.patch"), "--torch-version", "2.4.1")
+    assert code == 0
+
+
+def test_exported_patch_passes_git_apply_check_only_on_matching_tree(
+    run, source_tree, tmp_path
+):
+    out = tmp_path / "upstream.patch"
+    run("export", str(out))
+    (source_tree / NEW_TEST).parent.mkdir(parents=True, exist_ok=True)
+    (source_tree / NEW_TEST).write_bytes(b"already here\n")
+    proc = subprocess.run(
+        ["git", "apply", "--check", str(out)], cwd=source_tree, capture_output=True
+    )
+    assert proc.returncode != 0
+    assert b"already exists" in proc.stderr

@@ -1,0 +1,120 @@
+"""The real series on the real torch of this interpreter (the project's .venv).
+
+Leaves the install as it found it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from torchpatch import bundle
+from torchpatch.cli import main
+from torchpatch.targets import InstalledTorch
+
+try:
+    TORCH = InstalledTorch.find()
+except Exception:  # noqa: BLE001
+    TORCH = None
+
+TOUCHED_TORCH_FILES = (
+    "torch/_dynamo/side_effects.py",
+    "torch/_dynamo/variables/builtin.py",
+)
+
+pytestmark = pytest.mark.skipif(
+    TORCH is None or TORCH.version != "2.4.1", reason="needs torch 2.4.1 installed"
+)
+
+
+def dynamo_sources() -> dict[str, bytes]:
+    return {
+        p.as_posix(): p.locate().read_bytes()
+        for p in metadata.files("torch")
+        if p.as_posix().startswith("torch/_dynamo/") and p.suffix == ".py"
+    }
+
+
+@pytest.fixture
+def real_install(capsys):
+    was_applied = _state(capsys) == "applied"
+    yield TORCH
+    main(["apply" if was_applied else "revert"])
+    capsys.readouterr()
+
+
+def _state(capsys) -> str:
+    capsys.readouterr()
+    main(["status", "--json"])
+    return json.loads(capsys.readouterr().out)["state"]
+
+
+def test_apply_revert_cycle_on_the_real_install(real_install, capsys):
+    assert main(["revert"]) == 0
+    for path, data in dynamo_sources().items():
+        assert real_install.matches_record(path, data), path
+    assert _state(capsys) == "pristine"
+
+    assert main(["apply"]) == 0
+    first = dynamo_sources()
+    assert main(["apply"]) == 0
+    assert capsys.readouterr().out.startswith("already applied")
+    assert main(["revert"]) == 0
+    assert main(["apply"]) == 0
+    assert dynamo_sources() == first
+    assert _state(capsys) == "applied"
+
+
+def test_modified_real_file_is_refused(real_install, capsys):
+    main(["apply"])
+    target = real_install.root / "torch/_dynamo/side_effects.py"
+    patched = target.read_bytes()
+    try:
+        target.write_bytes(patched + b"# local edit\n")
+        assert main(["revert"]) == 1
+        assert "torch/_dynamo/side_effects.py" in capsys.readouterr().err
+        assert target.read_bytes() == patched + b"# local edit\n"
+    finally:
+        target.write_bytes(patched)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_export_applies_to_the_wheel_sources(real_install, tmp_path, capsys):
+    # The wheel's torch/ is the release's torch/; test/dynamo/test_misc.py is
+    # not in the wheel, so its hunk is left out of this check.
+    main(["revert"])
+    tree = tmp_path / "pytorch"
+    for path in TOUCHED_TORCH_FILES:
+        (tree / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(real_install.root / path, tree / path)
+    out = tmp_path / "upstream.patch"
+    assert main(["export", str(out)]) == 0
+    subprocess.run(
+        ["git", "apply", "--exclude=test/dynamo/test_misc.py", str(out)],
+        cwd=tree,
+        check=True,
+    )
+    new_test = "test/dynamo/test_hop_mutation.py"
+    assert (tree / new_test).read_bytes() == (
+        bundle.data_root() / new_test
+    ).read_bytes()
+    main(["apply"])
+    for path in TOUCHED_TORCH_FILES:
+        assert (tree / path).read_bytes() == (real_install.root / path).read_bytes()
+    capsys.readouterr()
+
+
+def test_patch_only_touches_what_the_issue_allows():
+    patches = sorted((bundle.data_root() / "patches/torch-2.4.1").glob("*.patch"))
+    touched = {
+        line.split()[-1][2:]
+        for p in patches
+        for line in Path(p).read_text().splitlines()
+        if line.startswith("diff --git ")
+    }
+    assert touched == {*TOUCHED_TORCH_FILES, "test/dynamo/test_misc.py"}

@@ -1,0 +1,153 @@
+"""Every bad input: a clear message, a non-zero exit, and no byte changed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import fakes
+import pytest
+from fakes import BUILTIN, SIDE_EFFECTS
+
+from torchpatch.cli import main
+
+SRC = Path(__file__).parents[1] / "src"
+UNSHARE = ["unshare", "--user", "--map-root-user", "--mount"]
+
+
+def refused(run, install, *args, target=None):
+    before = install.snapshot()
+    code, out, err = run(*args, target=target)
+    assert code == 1
+    assert out == ""
+    assert err.startswith("torchpatch: error: ")
+    assert install.snapshot() == before
+    return err
+
+
+@pytest.mark.parametrize("command", ["apply", "revert", "apply --check"])
+def test_locally_modified_file_is_named_with_the_reinstall_command(
+    run, install, command
+):
+    fakes.write_tree(install.site_packages, {BUILTIN: b"# edited by hand\n"})
+    err = refused(run, install, *command.split())
+    assert "neither pristine nor patched" in err
+    assert BUILTIN in err and SIDE_EFFECTS not in err
+    assert "pip install --force-reinstall --no-deps torch==2.4.1" in err
+
+
+def test_patched_then_edited_file_is_refused(run, install):
+    run("apply")
+    path = install.site_packages / SIDE_EFFECTS
+    path.write_bytes(path.read_bytes() + b"# local edit\n")
+    err = refused(run, install, "revert")
+    assert SIDE_EFFECTS in err
+
+
+def test_no_torch_installed(data, tmp_path, capsys):
+    empty = tmp_path / "empty-site-packages"
+    empty.mkdir()
+    code = main(["--data", str(data), "status", "--site-packages", str(empty)])
+    assert code == 1
+    assert f"torch is not installed in {empty}" in capsys.readouterr().err
+
+
+def test_version_without_series_names_the_supported_ones(data, tmp_path, capsys):
+    install = fakes.make_install(tmp_path / "sp", version="2.3.0")
+    before = install.snapshot()
+    code = main(
+        ["--data", str(data), "apply", "--site-packages", str(install.site_packages)]
+    )
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "no patch series for torch 2.3.0; supported versions: 2.4.1" in err
+    assert install.snapshot() == before
+
+
+def test_patch_that_does_not_apply(run, install, data):
+    # Same RECORD-verified files, but the series expects other contents.
+    for patch in (data / "patches/torch-2.4.1").glob("*.patch"):
+        patch.write_bytes(
+            patch.read_bytes().replace(b"-    return 'old'", b"-    return 'elsewhere'")
+        )
+    err = refused(run, install, "apply")
+    assert "does not apply cleanly" in err
+
+
+def test_git_missing(run, install, monkeypatch, tmp_path):
+    no_git = tmp_path / "bin-without-git"
+    no_git.mkdir()
+    monkeypatch.setenv("PATH", str(no_git))
+    err = refused(run, install, "apply")
+    assert "git is not on PATH" in err
+
+
+@pytest.mark.parametrize(
+    "series_text, message",
+    [
+        ("0001-missing.patch\n", "'0001-missing.patch' does not exist"),
+        ("{first}\n{first}\n", "is listed twice"),
+        ("{first} -p1\n", "expected one patch file name"),
+        ("../{first}\n", "must name a file in"),
+        ("{first}\n", "patch files not listed in the series"),
+    ],
+)
+def test_malformed_series_file(run, install, data, series_text, message):
+    series_dir = data / "patches/torch-2.4.1"
+    first = sorted(p.name for p in series_dir.glob("*.patch"))[0]
+    (series_dir / "series").write_text(series_text.format(first=first))
+    err = refused(run, install, "apply")
+    assert message in err
+    assert str(series_dir / "series") in err or "series" in err
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (b"just some text\n", "not in `git format-patch` form"),
+        (
+            b"From 0 Mon Sep 17 00:00:00 2001\nSubject: [PATCH] x\n\nno diff\n",
+            "no `diff --git`",
+        ),
+    ],
+)
+def test_patch_file_not_in_format_patch_form(run, install, data, text, message):
+    series_dir = data / "patches/torch-2.4.1"
+    sorted(series_dir.glob("*.patch"))[0].write_bytes(text)
+    err = refused(run, install, "apply")
+    assert message in err
+
+
+def test_source_tree_option_needs_a_pytorch_tree(run, install, tmp_path):
+    err = refused(run, install, "status", target=("--source-tree", str(tmp_path)))
+    assert "is not a PyTorch source tree" in err
+
+
+def test_torch_version_needs_source_tree(run, install):
+    err = refused(run, install, "apply", "--torch-version", "2.4.1")
+    assert "--torch-version goes with --source-tree" in err
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1)")
+def test_read_only_install(data, install):
+    # A read-only bind mount in a private mount namespace: a read-only
+    # install even for root, and nothing is left mounted afterwards.
+    probe = subprocess.run([*UNSHARE, "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("user namespaces are not available here")
+    before = install.snapshot()
+    sp = str(install.site_packages)
+    mount_read_only = 'mount --bind -o ro "$1" "$1" && shift && exec "$@"'
+    torchpatch = f"-m torchpatch --data {data} apply --site-packages {sp}".split()
+    proc = subprocess.run(
+        [*UNSHARE, "sh", "-c", mount_read_only, "sh", sp, sys.executable, *torchpatch],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(SRC)},
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "the install is read-only for this user" in proc.stderr
+    assert install.snapshot() == before
