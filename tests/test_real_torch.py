@@ -62,6 +62,7 @@ def test_apply_revert_cycle_on_the_real_install(real_install, capsys):
 
     assert main(["apply"]) == 0
     first = dynamo_sources()
+    capsys.readouterr()
     assert main(["apply"]) == 0
     assert capsys.readouterr().out.startswith("already applied")
     assert main(["revert"]) == 0
