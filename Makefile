@@ -1,4 +1,5 @@
 # make demo: the before/after of the fix. make test: every test, both modes.
+# make bench: the fix's cost in Dynamo tracing time.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -26,8 +27,13 @@ test: venv
 	TORCHDYNAMO_INLINE_INBUILT_NN_MODULES=0 $(PYTEST) test/dynamo
 	TORCHDYNAMO_INLINE_INBUILT_NN_MODULES=1 $(PYTEST) test/dynamo
 	$(PY) tools/teeth.py
+	$(PY) bench/trace_overhead.py --smoke
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
+
+# Patched vs pristine tracing time, interleaved in one run (a few minutes).
+bench: venv
+	$(PY) bench/trace_overhead.py
 
 clean:
 	rm -rf $(VENV)
