@@ -4,7 +4,8 @@ The result is a single `git format-patch` mail that `git apply` and `git am`
 take on a PyTorch checkout of the series' release. Its message is the first
 patch's (a series of several lists the others' subjects and bodies after
 it), its diff the series' diffs followed by a new-file section for every
-file under the project's test/ directory.
+file under the project's test/ directory. A file that several patches touch
+gets one section per patch; git applies them in order.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from torchpatch.series import Patch, Series
 
 _DIFFSTAT_SEPARATOR = b"\n---\n"
 _SIGNATURE = re.compile(rb"\n-- \n[^\n]*\n*\Z")
+_NUMBERED_SUBJECT = re.compile(rb"^Subject: \[PATCH [^\]]*\]", re.MULTILINE)
 
 
 def build(series: Series, tests_root: Path) -> bytes:
@@ -24,7 +26,7 @@ def build(series: Series, tests_root: Path) -> bytes:
     if not series.patches:
         raise ValueError(f"{series.directory} has no patches to export")
     parts = [_split(patch) for patch in series.patches]
-    header = parts[0][0]
+    header = _NUMBERED_SUBJECT.sub(b"Subject: [PATCH]", parts[0][0], count=1)
     for (_, extra_message, _), patch in zip(parts[1:], series.patches[1:]):
         header += b"\n" + patch.subject.encode() + b"\n\n" + extra_message
     diff = b"".join(d for _, _, d in parts)
