@@ -16,11 +16,15 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch._dynamo
 from functorch.experimental.control_flow import map as control_flow_map
 from torch._higher_order_ops.wrap import wrap
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from issue_126355 import Module as Seed  # noqa: E402
 
 
 def _function(name: str, args: str, lines: list[str], returns: str):
@@ -55,21 +59,6 @@ class HopBody(torch.nn.Module):
 
     def forward(self, x):
         return self.hop(self.body, x)
-
-
-class Seed(torch.nn.Module):
-    """The reproducer of PyTorch issue 126355: it raises while tracing."""
-
-    def __init__(self):
-        super().__init__()
-        self.w = torch.tensor(1)
-
-    def forward(self, xs):
-        def body(x):
-            self.w += 1
-            return x
-
-        return control_flow_map(body, xs)
 
 
 def conv_net() -> torch.nn.Module:

@@ -13,39 +13,15 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-SCENARIO = """\
-import json
-import torch
-from functorch.experimental.control_flow import map
-
-
-class Module(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w = torch.tensor(1)
-
-    def forward(self, xs):
-        def body(x):
-            self.w += 1
-            return x
-
-        return map(body, xs)
-
-
-try:
-    torch.compile(Module(), backend="eager", fullgraph=True)(torch.randn(3, 2))
-    result = {"type": "(no error)", "message": ""}
-except Exception as e:
-    result = {"type": type(e).__name__, "message": str(e).splitlines()[0]}
-print(json.dumps(result))
-"""
+REPRODUCER = Path(__file__).resolve().parent / "issue_126355.py"
 
 
 def run_scenario(inline: str) -> dict:
     env = dict(os.environ, TORCHDYNAMO_INLINE_INBUILT_NN_MODULES=inline)
     proc = subprocess.run(
-        [sys.executable, "-c", SCENARIO],
+        [sys.executable, str(REPRODUCER)],
         env=env,
         capture_output=True,
         text=True,

@@ -205,6 +205,13 @@ def compile_error(fn, x, inline):
 
 
 class HopMutationTestCase(torch._dynamo.test_case.TestCase):
+    def assertFullgraphMatchesEager(self, model_fn, x):
+        eager_model, compiled_model = model_fn(), model_fn()
+        expected = eager_model(x)
+        actual = torch.compile(compiled_model, backend="eager", fullgraph=True)(x)
+        self.assertEqual(actual, expected)
+        self.assertEqual(module_state(compiled_model), module_state(eager_model))
+
     def assertFallbackMatchesEager(self, model_fn, x):
         eager_model, compiled_model = model_fn(), model_fn()
         torch._dynamo.reset()
@@ -320,13 +327,9 @@ class HopModuleMutationControlTests(HopMutationTestCase):
                 self.mutate(self.target_module())
                 return x + 1
 
-        eager_model = Root("wrap", mutation, target)
-        compiled_model = Root("wrap", mutation, target)
-        x = torch.randn(3, 2)
-        expected = eager_model(x)
-        actual = torch.compile(compiled_model, backend="eager", fullgraph=True)(x)
-        self.assertEqual(actual, expected)
-        self.assertEqual(module_state(compiled_model), module_state(eager_model))
+        self.assertFullgraphMatchesEager(
+            lambda: Root("wrap", mutation, target), torch.randn(3, 2)
+        )
 
     @parametrize("hop", HOPS)
     def test_module_created_in_body_can_be_mutated(self, hop):
@@ -348,10 +351,7 @@ class HopModuleMutationControlTests(HopMutationTestCase):
 
                 return HOPS[hop](body, x)
 
-        x = make_input(hop)
-        expected = Creates()(x)
-        actual = torch.compile(Creates(), backend="eager", fullgraph=True)(x)
-        self.assertEqual(actual, expected)
+        self.assertFullgraphMatchesEager(Creates, make_input(hop))
 
     @parametrize("transform", ("vmap", "grad"))
     def test_functorch_transform_body_can_mutate(self, transform):
@@ -370,12 +370,7 @@ class HopModuleMutationControlTests(HopMutationTestCase):
 
                 return getattr(torch.func, transform)(body)(x)
 
-        eager_model, compiled_model = Transformed(), Transformed()
-        x = torch.randn(3, 2)
-        expected = eager_model(x)
-        actual = torch.compile(compiled_model, backend="eager", fullgraph=True)(x)
-        self.assertEqual(actual, expected)
-        self.assertEqual(module_state(compiled_model), module_state(eager_model))
+        self.assertFullgraphMatchesEager(Transformed, torch.randn(3, 2))
 
     @parametrize("hop", HOPS)
     def test_outer_plain_object_keeps_generic_error(self, hop):
