@@ -6,6 +6,7 @@ Leaves the install as it found it.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from importlib import metadata
@@ -48,6 +49,13 @@ def real_install(capsys):
     capsys.readouterr()
 
 
+def replace(file: Path, data: bytes) -> None:
+    """Write a new file over file, never into its inode."""
+    tmp = file.with_name(file.name + ".test-tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, file)
+
+
 def _state(capsys) -> str:
     capsys.readouterr()
     main(["status", "--json"])
@@ -76,12 +84,12 @@ def test_modified_real_file_is_refused(real_install, capsys):
     target = real_install.root / "torch/_dynamo/side_effects.py"
     patched = target.read_bytes()
     try:
-        target.write_bytes(patched + b"# local edit\n")
+        replace(target, patched + b"# local edit\n")
         assert main(["revert"]) == 1
         assert "torch/_dynamo/side_effects.py" in capsys.readouterr().err
         assert target.read_bytes() == patched + b"# local edit\n"
     finally:
-        target.write_bytes(patched)
+        replace(target, patched)
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
