@@ -60,16 +60,10 @@ def apply(target: Target, series: Series, check: bool = False) -> Outcome:
         )
     remaining = found.patches[found.applied :]
     new = snapshots.patched(found.current, remaining)
-    if check:
-        changed = writes.changed_paths(found.current, new)
-        writes.check_writable(target.root, changed)
-        return Outcome(
-            changed,
-            f"would apply {_patches(len(remaining))} to {target.description}",
-        )
-    changed = writes.write(target.root, found.current, new)
+    changed = _write(target, found.current, new, check)
+    verb = "would apply" if check else "applied"
     return Outcome(
-        changed, f"applied {_patches(len(remaining))} to {target.description}"
+        changed, f"{verb} {_patches(len(remaining))} to {target.description}"
     )
 
 
@@ -78,13 +72,11 @@ def revert(target: Target, series: Series, check: bool = False) -> Outcome:
     if found.applied == 0:
         return Outcome([], f"already pristine: {target.description}; nothing to do")
     assert found.pristine is not None
+    changed = _write(target, found.current, found.pristine, check)
     if check:
-        changed = writes.changed_paths(found.current, found.pristine)
-        writes.check_writable(target.root, changed)
         return Outcome(
             changed, f"would revert {_patches(found.applied)} of {target.description}"
         )
-    changed = writes.write(target.root, found.current, found.pristine)
     _verify_written(target, found.pristine)
     verified = (
         "; the files match the wheel's RECORD"
@@ -95,6 +87,15 @@ def revert(target: Target, series: Series, check: bool = False) -> Outcome:
         changed,
         f"reverted {_patches(found.applied)} of {target.description}{verified}",
     )
+
+
+def _write(target: Target, old: Snapshot, new: Snapshot, check: bool) -> list[str]:
+    """Write what changes from old to new, or with check only say what would."""
+    if check:
+        changed = writes.changed_paths(old, new)
+        writes.check_writable(target.root, changed)
+        return changed
+    return writes.write(target.root, old, new)
 
 
 def _verify_written(target: Target, expected: Snapshot) -> None:
