@@ -151,3 +151,21 @@ def test_read_only_install(data, install):
     assert proc.returncode == 1, proc.stderr
     assert "the install is read-only for this user" in proc.stderr
     assert install.snapshot() == before
+
+
+def test_failed_write_rolls_back_and_names_the_failing_file(run, install, monkeypatch):
+    from torchpatch import writes
+
+    real_replace = writes._replace
+
+    def replace(file, data):
+        # Files are written in sorted order: side_effects.py is written
+        # first and must be rolled back when builtin.py fails.
+        if file.name == "builtin.py" and data != fakes.PRISTINE[BUILTIN]:
+            raise OSError(28, "No space left on device")
+        real_replace(file, data)
+
+    monkeypatch.setattr(writes, "_replace", replace)
+    err = refused(run, install, "apply")
+    assert f"could not write {install.site_packages / BUILTIN}:" in err
+    assert "nothing was changed" in err

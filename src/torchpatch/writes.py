@@ -35,16 +35,16 @@ def write(root: Path, old: Snapshot, new: Snapshot) -> list[str]:
     paths = changed_paths(old, new)
     check_writable(root, paths)
     done: list[str] = []
-    try:
-        for path in paths:
+    for path in paths:
+        try:
             _replace(root / path, new[path])
-            done.append(path)
-    except OSError as error:
-        for path in reversed(done):
-            _replace(root / path, old[path])
-        raise NotWritable(
-            f"could not write {root / path}: {error}; nothing was changed"
-        ) from error
+        except OSError as error:
+            for written in reversed(done):
+                _replace(root / written, old[written])
+            raise NotWritable(
+                f"could not write {root / path}: {error}; nothing was changed"
+            ) from error
+        done.append(path)
     for path in paths:
         _remove_bytecode(root / path)
     return paths
