@@ -62,3 +62,15 @@ def test_exported_patch_passes_git_apply_check_only_on_matching_tree(
     )
     assert proc.returncode != 0
     assert b"already exists" in proc.stderr
+
+
+def test_export_of_an_empty_series_is_refused(run, data, tmp_path):
+    series_dir = data / "patches/torch-2.4.1"
+    for patch in series_dir.glob("*.patch"):
+        patch.unlink()
+    (series_dir / "series").write_text("# nothing yet\n")
+    out = tmp_path / "x.patch"
+    code, _, err = run("export", str(out))
+    assert code == 1
+    assert "has no patches to export" in err
+    assert not out.exists()

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from torchpatch import git
+from torchpatch.errors import MalformedSeries
 from torchpatch.series import Patch, Series
 
 _DIFFSTAT_SEPARATOR = b"\n---\n"
@@ -24,7 +25,7 @@ _NUMBERED_SUBJECT = re.compile(rb"^Subject: \[PATCH [^\]]*\]", re.MULTILINE)
 def build(series: Series, tests_root: Path) -> bytes:
     """The upstream patch; tests_root holds test/... as it should land."""
     if not series.patches:
-        raise ValueError(f"{series.directory} has no patches to export")
+        raise MalformedSeries(f"{series.directory} has no patches to export")
     parts = [_split(patch) for patch in series.patches]
     header = _NUMBERED_SUBJECT.sub(b"Subject: [PATCH]", parts[0][0], count=1)
     for (_, extra_message, _), patch in zip(parts[1:], series.patches[1:]):
@@ -54,6 +55,6 @@ def _split(patch: Patch) -> tuple[bytes, bytes, bytes]:
     head, sep, rest = text.partition(_DIFFSTAT_SEPARATOR)
     diff_start = rest.find(b"diff --git ")
     if not sep or diff_start < 0:
-        raise ValueError(f"{patch.path}: no '---' line before its diff")
+        raise MalformedSeries(f"{patch.path}: no '---' line before its diff")
     _, _, body = head.partition(b"\n\n")
     return head + b"\n", body.strip() + b"\n", rest[diff_start:]
