@@ -42,11 +42,11 @@ def _parser() -> argparse.ArgumentParser:
 
     apply = sub.add_parser("apply", help="apply the series to the target")
     apply.add_argument("--check", action="store_true", help="change nothing")
-    apply.set_defaults(run=_apply)
+    apply.set_defaults(run=_change, change=commands.apply)
 
     revert = sub.add_parser("revert", help="restore the target's pristine files")
     revert.add_argument("--check", action="store_true", help="change nothing")
-    revert.set_defaults(run=_revert)
+    revert.set_defaults(run=_change, change=commands.revert)
 
     for command in (status, apply, revert):
         where = command.add_mutually_exclusive_group()
@@ -98,15 +98,12 @@ def _file_state(file: dict) -> str:
     return "matches RECORD" if file["matches_record"] else "differs from RECORD"
 
 
-def _apply(args: argparse.Namespace) -> int:
+def _change(args: argparse.Namespace) -> int:
     target = _target(args)
-    _report(commands.apply(target, _series(args, target.version), check=args.check))
-    return 0
-
-
-def _revert(args: argparse.Namespace) -> int:
-    target = _target(args)
-    _report(commands.revert(target, _series(args, target.version), check=args.check))
+    outcome = args.change(target, _series(args, target.version), check=args.check)
+    print(outcome.message)
+    for path in outcome.changed:
+        print(f"  {path}")
     return 0
 
 
@@ -124,12 +121,6 @@ def _export(args: argparse.Namespace) -> int:
     args.out.write_bytes(text)
     print(f"wrote {args.out}: torch {version} series plus {root / 'test'}")
     return 0
-
-
-def _report(outcome: commands.Outcome) -> None:
-    print(outcome.message)
-    for path in outcome.changed:
-        print(f"  {path}")
 
 
 def _target(args: argparse.Namespace) -> Target:
