@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from torchpatch import snapshots, state, writes
 from torchpatch.errors import LocallyModified, TorchPatchError
-from torchpatch.series import Series
+from torchpatch.series import Patch, Series
 from torchpatch.snapshots import Snapshot
 from torchpatch.state import SeriesState, Target
 from torchpatch.targets import InstalledTorch
@@ -30,14 +30,14 @@ def status(target: Target, series: Series) -> dict:
             "version": series.version,
             "directory": str(series.directory),
         },
-        "state": _summary(found),
+        "state": found.summary,
         "patches": [
             {
                 "name": patch.name,
                 "subject": patch.subject,
-                "status": found.patch_status(i),
+                "status": found.patch_status(patch),
             }
-            for i, patch in enumerate(found.patches)
+            for patch in found.patches
         ],
         "files": [
             {
@@ -58,8 +58,8 @@ def apply(target: Target, series: Series, check: bool = False) -> Outcome:
             f"already applied: {target.description} carries all "
             f"{_patches(len(found.patches))} of {series.directory}; nothing to do",
         )
-    remaining = found.patches[found.applied :]
-    new = snapshots.patched(found.current, remaining)
+    remaining = _patches_not(found, "applied")
+    new = snapshots.patched(found.pristine, found.patches)
     changed = _write(target, found.current, new, check)
     verb = "would apply" if check else "applied"
     return Outcome(
@@ -69,13 +69,13 @@ def apply(target: Target, series: Series, check: bool = False) -> Outcome:
 
 def revert(target: Target, series: Series, check: bool = False) -> Outcome:
     found = _inspect_unmodified(target, series)
-    if found.applied == 0:
+    if found.is_pristine:
         return Outcome([], f"already pristine: {target.description}; nothing to do")
-    assert found.pristine is not None
+    carried = _patches_not(found, "not applied")
     changed = _write(target, found.current, found.pristine, check)
     if check:
         return Outcome(
-            changed, f"would revert {_patches(found.applied)} of {target.description}"
+            changed, f"would revert {_patches(len(carried))} of {target.description}"
         )
     _verify_written(target, found.pristine)
     verified = (
@@ -85,7 +85,7 @@ def revert(target: Target, series: Series, check: bool = False) -> Outcome:
     )
     return Outcome(
         changed,
-        f"reverted {_patches(found.applied)} of {target.description}{verified}",
+        f"reverted {_patches(len(carried))} of {target.description}{verified}",
     )
 
 
@@ -111,23 +111,19 @@ def _verify_written(target: Target, expected: Snapshot) -> None:
 
 def _inspect_unmodified(target: Target, series: Series) -> SeriesState:
     found = state.inspect(target, series)
-    if found.applied is None:
-        modified = state.modified_files(target, found) or list(found.current)
+    if found.modified:
         raise LocallyModified(
             "refusing to touch files that are neither pristine nor patched by "
             f"{series.directory}:\n"
-            + "".join(f"  {path}\n" for path in modified)
+            + "".join(f"  {path}\n" for path in found.modified)
             + f"restore them with: {target.reinstall_command}"
         )
     return found
 
 
-def _summary(found: SeriesState) -> str:
-    if found.applied is None:
-        return "modified"
-    if found.applied == 0:
-        return "pristine"
-    return "applied" if found.fully_applied else "partially applied"
+def _patches_not(found: SeriesState, status: str) -> list[Patch]:
+    """The patches whose status is not the given one: what is left to do."""
+    return [p for p in found.patches if found.patch_status(p) != status]
 
 
 def _patches(count: int) -> str:

@@ -1,0 +1,40 @@
+"""Run torchpatch in a process that is SIGKILLed right after its first write.
+
+Nothing is cleaned up or rolled back: the files are left exactly as a
+crash or a Ctrl-\\ between two renames leaves them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+_KILLED_AFTER_FIRST_WRITE = """\
+import os, signal, sys
+from torchpatch import writes
+from torchpatch.cli import main
+
+real_replace = writes._replace
+
+
+def replace(file, data):
+    real_replace(file, data)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+writes._replace = replace
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def torchpatch_killed_after_first_write(*args: str) -> None:
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILLED_AFTER_FIRST_WRITE, *args],
+        env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
