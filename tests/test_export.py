@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 
 import fakes
+import pytest
 from fakes import NEW_TEST, NEW_TEST_TEXT, PATCHED
 
 
@@ -73,4 +74,30 @@ def test_export_of_an_empty_series_is_refused(run, data, tmp_path):
     code, _, err = run("export", str(out))
     assert code == 1
     assert "has no patches to export" in err
+    assert not out.exists()
+
+
+def test_export_to_standard_output(run, tmp_path):
+    out = tmp_path / "upstream.patch"
+    run("export", str(out))
+    code, stdout, err = run("export", "-")
+    assert code == 0
+    assert err == ""
+    assert stdout.encode() == out.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "where, reason",
+    [
+        ("missing/dir/x.patch", "No such file or directory"),
+        ("a-file/x.patch", "Not a directory"),
+    ],
+)
+def test_export_to_a_path_that_cannot_be_written(run, tmp_path, where, reason):
+    (tmp_path / "a-file").write_text("")
+    out = tmp_path / where
+    code, stdout, err = run("export", str(out))
+    assert code == 1
+    assert stdout == ""
+    assert err == f"torchpatch: error: cannot write {out}: {reason}\n"
     assert not out.exists()

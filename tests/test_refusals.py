@@ -169,3 +169,25 @@ def test_failed_write_rolls_back_and_names_the_failing_file(run, install, monkey
     err = refused(run, install, "apply")
     assert f"could not write {install.site_packages / BUILTIN}:" in err
     assert "nothing was changed" in err
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1)")
+def test_export_to_a_read_only_folder(data, tmp_path):
+    probe = subprocess.run([*UNSHARE, "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("user namespaces are not available here")
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    mount_read_only = 'mount --bind -o ro "$1" "$1" && shift && exec "$@"'
+    export = f"-m torchpatch --data {data} export {folder / 'x.patch'}".split()
+    proc = subprocess.run(
+        [*UNSHARE, "sh", "-c", mount_read_only, "sh", str(folder), sys.executable,
+         *export],
+        capture_output=True, text=True,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(SRC)},
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        f"torchpatch: error: cannot write {folder / 'x.patch'}: Read-only file system\n"
+    )
+    assert list(folder.iterdir()) == []

@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     exporter = sub.add_parser(
         "export", help="write one upstream patch: the series plus the new tests"
     )
-    exporter.add_argument("out", type=Path, help="file to write")
+    exporter.add_argument("out", help="file to write, or - for standard output")
     exporter.add_argument(
         "--torch-version", help="which series (default: the only one there is)"
     )
@@ -118,8 +118,16 @@ def _export(args: argparse.Namespace) -> int:
             )
         version = versions[0]
     text = export.build(series.load_series(root / "patches", version), root)
-    args.out.write_bytes(text)
-    print(f"wrote {args.out}: torch {version} series plus {root / 'test'}")
+    if args.out == "-":
+        sys.stdout.buffer.write(text)
+        sys.stdout.flush()
+        return 0
+    out = Path(args.out)
+    try:
+        out.write_bytes(text)
+    except OSError as error:
+        raise TorchPatchError(f"cannot write {out}: {error.strerror}") from None
+    print(f"wrote {out}: torch {version} series plus {root / 'test'}")
     return 0
 
 
