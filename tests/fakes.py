@@ -13,6 +13,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+SRC = Path(__file__).resolve().parents[1] / "src"  # torchpatch, for subprocesses
 SIDE_EFFECTS = "torch/_dynamo/side_effects.py"
 BUILTIN = "torch/_dynamo/variables/builtin.py"
 TEST_MISC = "test/dynamo/test_misc.py"

@@ -10,9 +10,9 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+from fakes import SRC
+
 _KILLED_AFTER_FIRST_WRITE = """\
 import os, signal, sys
 from torchpatch import writes

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import fakes
 from fakes import BUILTIN, PATCHED, PRISTINE, SIDE_EFFECTS, UNTOUCHED
@@ -148,3 +150,16 @@ def test_local_version_suffix_uses_the_release_series(data, tmp_path, capsys):
     assert code == 0
     assert "torch 2.4.1+cpu" in capsys.readouterr().out
     assert_files(install, PATCHED)
+
+
+def test_output_into_a_closed_pipe_is_not_a_traceback(data, install):
+    # `torchpatch apply | head -1`, with a reader that leaves before anything
+    # is written.
+    proc = subprocess.run(
+        f"{sys.executable} -m torchpatch --data {data} apply "
+        f"--site-packages {install.site_packages} | true",
+        shell=True, executable="bash", capture_output=True, text=True,
+        env=dict(os.environ, PYTHONPATH=str(fakes.SRC)),
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr
+    assert install.read(SIDE_EFFECTS) == PATCHED[SIDE_EFFECTS]

@@ -6,15 +6,13 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import fakes
 import pytest
-from fakes import BUILTIN, SIDE_EFFECTS
+from fakes import BUILTIN, SIDE_EFFECTS, SRC
 
 from torchpatch.cli import main
 
-SRC = Path(__file__).parents[1] / "src"
 UNSHARE = ["unshare", "--user", "--map-root-user", "--mount"]
 
 

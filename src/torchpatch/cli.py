@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,9 +18,16 @@ from torchpatch.targets import InstalledTorch, SourceTree
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return args.run(args)
+        code = args.run(args)
+        sys.stdout.flush()  # a closed pipe must fail here, not at exit
+        return code
     except TorchPatchError as error:
         print(f"torchpatch: error: {error}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # The reader left (`torchpatch status | head -1`); any change was
+        # already made. Keep Python from failing again on the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
 
 
