@@ -13,8 +13,9 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from killed import torchpatch_killed_after_first_write
 
-from torchpatch import bundle
+from torchpatch import bundle, series
 from torchpatch.cli import main
 from torchpatch.targets import InstalledTorch
 
@@ -22,15 +23,27 @@ try:
     TORCH = InstalledTorch.find()
 except Exception:  # noqa: BLE001
     TORCH = None
-
-TOUCHED_TORCH_FILES = (
-    "torch/_dynamo/side_effects.py",
-    "torch/_dynamo/variables/builtin.py",
-)
+SERIES_ROOT = bundle.data_root() / "patches"
+SUPPORTED = series.supported_versions(SERIES_ROOT)
 
 pytestmark = pytest.mark.skipif(
-    TORCH is None or TORCH.version != "2.4.1", reason="needs torch 2.4.1 installed"
+    TORCH is None or TORCH.version not in SUPPORTED,
+    reason=f"needs one of torch {', '.join(SUPPORTED)} installed",
 )
+
+# What each series may touch: the Dynamo files of the fix and the upstream
+# test of #126355.
+ALLOWED = {
+    "torch/_dynamo/side_effects.py",
+    "torch/_dynamo/variables/builtin.py",
+    "torch/_dynamo/variables/nn_module.py",
+    "test/dynamo/test_misc.py",
+}
+
+
+def touched_torch_files() -> list[str]:
+    found = series.load_series(SERIES_ROOT, TORCH.version)
+    return [f for f in found.files if f.startswith("torch/")]
 
 
 def dynamo_sources() -> dict[str, bytes]:
@@ -98,11 +111,11 @@ def test_export_applies_to_the_wheel_sources(real_install, tmp_path, capsys):
     # not in the wheel, so its hunk is left out of this check.
     main(["revert"])
     tree = tmp_path / "pytorch"
-    for path in TOUCHED_TORCH_FILES:
+    for path in touched_torch_files():
         (tree / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(real_install.root / path, tree / path)
     out = tmp_path / "upstream.patch"
-    assert main(["export", str(out)]) == 0
+    assert main(["export", "--torch-version", TORCH.version, str(out)]) == 0
     subprocess.run(
         ["git", "apply", "--exclude=test/dynamo/test_misc.py", str(out)],
         cwd=tree,
@@ -113,17 +126,30 @@ def test_export_applies_to_the_wheel_sources(real_install, tmp_path, capsys):
         bundle.data_root() / new_test
     ).read_bytes()
     main(["apply"])
-    for path in TOUCHED_TORCH_FILES:
+    for path in touched_torch_files():
         assert (tree / path).read_bytes() == (real_install.root / path).read_bytes()
     capsys.readouterr()
 
 
-def test_patch_only_touches_what_the_issue_allows():
-    patches = sorted((bundle.data_root() / "patches/torch-2.4.1").glob("*.patch"))
-    touched = {
-        line.split()[-1][2:]
-        for p in patches
-        for line in Path(p).read_text().splitlines()
-        if line.startswith("diff --git ")
-    }
-    assert touched == {*TOUCHED_TORCH_FILES, "test/dynamo/test_misc.py"}
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_patch_only_touches_what_the_issue_allows(version):
+    found = series.load_series(SERIES_ROOT, version)
+    assert "test/dynamo/test_misc.py" in found.files
+    assert set(found.files) <= ALLOWED
+
+
+def test_killed_apply_and_revert_are_completed(real_install, capsys):
+    main(["apply"])
+    patched = dynamo_sources()
+    main(["revert"])
+    for command, then in (("apply", "revert"), ("revert", "apply")):
+        if command == "revert":
+            main(["apply"])
+        torchpatch_killed_after_first_write(command)
+        assert _state(capsys) == "partially applied"
+        assert main([then]) == 0
+        if then == "apply":
+            assert dynamo_sources() == patched
+        else:
+            for path, data in dynamo_sources().items():
+                assert real_install.matches_record(path, data), path

@@ -1,28 +1,26 @@
 """The seed scenario of PyTorch issue 126355, before and after the fix.
 
-Runs the reproducer with inlining off and on, first on the pristine torch
-(`torchpatch revert`), then patched (`torchpatch apply`), each in its own
-process since TORCHDYNAMO_INLINE_INBUILT_NN_MODULES is read at import.
-Prints the exception type and first message line of each run and leaves the
-environment patched.
+Runs the reproducer with inlining off and on, first on the pristine torch of
+this interpreter (`torchpatch revert`), then patched (`torchpatch apply`),
+each in a fresh process so that the files Dynamo imports are the ones on
+disk. Prints the exception type and first message line of each run and
+leaves the environment patched.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 REPRODUCER = Path(__file__).resolve().parent / "issue_126355.py"
 
 
 def run_scenario(inline: str) -> dict:
-    env = dict(os.environ, TORCHDYNAMO_INLINE_INBUILT_NN_MODULES=inline)
     proc = subprocess.run(
-        [sys.executable, str(REPRODUCER)],
-        env=env,
+        [sys.executable, str(REPRODUCER), inline],
         capture_output=True,
         text=True,
         check=True,
@@ -44,7 +42,12 @@ def main() -> int:
 
     print("PyTorch issue 126355: `self.w += 1` inside control_flow.map, fullgraph=True")
     print()
-    header = ("torch 2.4.1", "inlining", "exception", "message (first line)")
+    header = (
+        f"torch {metadata.version('torch')}",
+        "inlining",
+        "exception",
+        "message (first line)",
+    )
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(3)]
     for row in (header, *rows):
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[3])

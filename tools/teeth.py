@@ -30,10 +30,15 @@ def run_tests(selection: str, inline: str) -> dict[str, int]:
     """pytest's counts for selection, in a process with the given mode."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.xml"
-        env = dict(os.environ, TORCHDYNAMO_INLINE_INBUILT_NN_MODULES=inline)
+        env = dict(
+            os.environ,
+            TORCHDYNAMO_INLINE_INBUILT_NN_MODULES=inline,
+            PYTHONPATH=str(ROOT / "tools"),
+        )
         subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-             f"--junitxml={report}", selection],
+             "-p", "no:logging", "-p", "inline_mode", f"--junitxml={report}",
+             selection],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=False,
         )  # fmt: skip
         suite = ET.parse(report).getroot().find("testsuite")

@@ -1,0 +1,75 @@
+"""Make TORCHDYNAMO_INLINE_INBUILT_NN_MODULES mean what it says on every torch.
+
+torch 2.4 reads the variable when torch._dynamo.config is imported; from
+2.6.0 on, config.inline_inbuilt_nn_modules is `not is_fbcode()` and the
+variable is ignored, so `TORCHDYNAMO_INLINE_INBUILT_NN_MODULES=0 pytest ...`
+silently runs with inlining on. This module sets the config from the
+variable ("0" or "1"; unset keeps the release's default) before any test
+module is imported:
+
+- as a pytest plugin: `PYTHONPATH=tools pytest -p inline_mode ...`; the
+  session's summary names the mode in force at its end;
+- as a runner for unittest-style files, the way PyTorch's CI runs them:
+  `python tools/inline_mode.py test/dynamo/test_misc.py -k ...`.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from pathlib import Path
+
+ENV = "TORCHDYNAMO_INLINE_INBUILT_NN_MODULES"
+
+
+def requested() -> bool | None:
+    value = os.environ.get(ENV)
+    if value is None:
+        return None
+    if value not in ("0", "1"):
+        raise SystemExit(f"{ENV} must be 0 or 1, not {value!r}")
+    return value == "1"
+
+
+def apply() -> bool:
+    """Set the config from the variable; return the mode now in force."""
+    import torch._dynamo.config as config
+
+    wanted = requested()
+    if wanted is not None:
+        config.inline_inbuilt_nn_modules = wanted
+    return config.inline_inbuilt_nn_modules
+
+
+def describe() -> str:
+    import torch
+
+    inline = apply()
+    return (
+        f"torch {torch.__version__}: "
+        f"torch._dynamo.config.inline_inbuilt_nn_modules={inline} "
+        f"({ENV}={os.environ.get(ENV, '<unset>')})"
+    )
+
+
+def pytest_configure(config) -> None:
+    apply()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    terminalreporter.write_line(describe())
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) < 2:
+        raise SystemExit(f"usage: {argv[0]} TEST_FILE [ARGS...]")
+    script = Path(argv[1])
+    print(describe(), file=sys.stderr)
+    sys.argv = argv[1:]
+    sys.path.insert(0, str(script.resolve().parent))
+    runpy.run_path(str(script), run_name="__main__")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
