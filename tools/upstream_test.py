@@ -1,0 +1,238 @@
+"""make upstream-test: PyTorch's own tests on the pristine and the patched torch.
+
+For the torch of this interpreter, with the release's `test/dynamo/` from
+PYTORCH_TESTS (a folder holding `test/dynamo/`, such as a PyTorch checkout
+of that release) or else the matching folder of ../shared/upstream/
+(`pytorch-<version>`, then `pytorch-<major>.<minor>`):
+
+1. export: two trees, each the wheel's torch/ sources plus those tests;
+   `torchpatch export` must pass `git apply --check` on one and is applied
+   to it, and its torch/ files must then equal what `torchpatch apply`
+   writes into the install.
+2. seed: `test/dynamo/test_misc.py -k test_map_side_effects` of the patched
+   tree passes on the patched torch and fails on the pristine one, with
+   TORCHDYNAMO_INLINE_INBUILT_NN_MODULES unset, 0 and 1 (run through
+   tools/inline_mode.py, since 2.6.0 and later ignore the variable).
+3. regressions: each of FILES that the folder has, in both modes, the
+   pristine tree's tests on the pristine torch against the patched tree's
+   on the patched torch, test by test. A test that passes pristine and
+   does not pass patched fails the step; the counts are printed.
+
+Pristine and patched run side by side, each in a hard-linked copy of this
+virtualenv (torchpatch replaces files, so the copies never share a patched
+one). With no test folder it says what it skipped and why, and passes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from importlib import metadata
+from pathlib import Path
+
+from torch_states import STATES, torch_states
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "upstream"
+WORK = ROOT / "build" / "upstream-test"
+FILES = (
+    "test_misc.py",
+    "test_higher_order_ops.py",
+    "test_autograd_function.py",
+    "test_modules.py",
+    "test_activation_checkpointing.py",
+)
+SEED = ["test/dynamo/test_misc.py", "-k", "test_map_side_effects"]
+ENV = "TORCHDYNAMO_INLINE_INBUILT_NN_MODULES"
+TIMEOUT = 3600  # seconds for one test file
+
+
+def find_tests(version: str) -> Path | None:
+    if os.environ.get("PYTORCH_TESTS"):
+        return Path(os.environ["PYTORCH_TESTS"]).resolve()
+    major_minor = ".".join(version.split(".")[:2])
+    for name in (f"pytorch-{version}", f"pytorch-{major_minor}"):
+        if (SHARED / name / "test" / "dynamo").is_dir():
+            return SHARED / name
+    return None
+
+
+def check(args: list, cwd: Path | None = None) -> str:
+    # git must not take this repository for the tree it works on.
+    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(cwd.parent) if cwd else "")
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"upstream-test: {' '.join(map(str, args))}:\n{proc.stderr}")
+    return proc.stdout
+
+
+def site_packages(python: Path) -> Path:
+    code = "import torch, pathlib; print(pathlib.Path(torch.__file__).parents[1])"
+    return Path(check([python, "-c", code]).strip())
+
+
+def make_tree(tree: Path, torch_root: Path, tests: Path) -> None:
+    """The wheel's torch/ sources and the release's test/dynamo/."""
+
+    def not_sources(folder: str, names: list[str]) -> list[str]:
+        return [
+            n
+            for n in names
+            if n == "__pycache__"
+            or (not n.endswith(".py") and not (Path(folder) / n).is_dir())
+        ]
+
+    shutil.copytree(torch_root / "torch", tree / "torch", ignore=not_sources)
+    shutil.copytree(tests / "test" / "dynamo", tree / "test" / "dynamo",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    for path in tree.rglob("*"):
+        path.chmod(path.stat().st_mode | 0o200)
+
+
+def apply_export(tree: Path, version: str, patched: Path) -> list[str]:
+    exported = tree.parent / "upstream.patch"
+    check([sys.executable, "-m", "torchpatch", "export",
+           "--torch-version", version, str(exported)])  # fmt: skip
+    check(["git", "apply", "--check", str(exported)], cwd=tree)
+    check(["git", "apply", str(exported)], cwd=tree)
+    touched = sorted(
+        {
+            line.split()[-1][2:]
+            for line in exported.read_text().splitlines()
+            if line.startswith("diff --git a/torch/")
+        }
+    )
+    problems = [
+        f"{path}: the exported patch and the series give different files"
+        for path in touched
+        if (tree / path).read_bytes() != (patched / path).read_bytes()
+    ]
+    print(f"export: `git apply --check` passes on wheel torch/ + tests; "
+          f"{len(touched)} torch/ files equal the installed series'")  # fmt: skip
+    return problems
+
+
+def mode_env(mode: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    if mode is not None:
+        env[ENV] = mode
+    env["PYTHONPATH"] = str(ROOT / "tools")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def seed(tree: Path, pythons: dict[str, Path]) -> list[str]:
+    problems = []
+    runner = ROOT / "tools" / "inline_mode.py"
+    for mode in (None, "0", "1"):
+        for state, python in pythons.items():
+            proc = subprocess.run(
+                [python, runner, *SEED], cwd=tree, env=mode_env(mode),
+                capture_output=True, text=True, timeout=TIMEOUT,
+            )  # fmt: skip
+            ran_one = "Ran 1 test" in proc.stderr
+            passed = proc.returncode == 0 and ran_one
+            label = f"{ENV}={mode or '<unset>'}"
+            print(f"seed: {state:<8} {label}: {'passed' if passed else 'failed'}")
+            if not ran_one:
+                problems.append(f"seed {state} {label}: did not run exactly 1 test")
+            elif passed != (state == "patched"):
+                problems.append(f"seed {state} {label}: expected the opposite")
+    return problems
+
+
+def outcomes(report: Path) -> dict[str, str]:
+    found = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        kinds = {child.tag for child in case}
+        outcome = next(
+            (k for k in ("failure", "error", "skipped") if k in kinds), "passed"
+        )
+        # classname is dotted from the rootdir: keep what names the test.
+        where = case.get("classname", "").rpartition("test.dynamo.")[2]
+        found[f"{where}::{case.get('name')}"] = outcome
+    return found
+
+
+def regressions(trees: dict[str, Path], pythons: dict[str, Path]) -> list[str]:
+    problems = []
+    files = [f for f in FILES if (trees["pristine"] / "test/dynamo" / f).is_file()]
+    for mode in ("0", "1"):
+        for name in files:
+            started = time.monotonic()
+            procs, reports = {}, {}
+            for state, python in pythons.items():
+                reports[state] = trees[state].parent / f"{state}-{mode}-{name}.xml"
+                log = reports[state].with_suffix(".log").open("w")
+                procs[state] = subprocess.Popen(
+                    [python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                     "-p", "no:logging", "-p", "inline_mode",
+                     # This repository's pytest settings are not upstream's.
+                     "-c", os.devnull, f"--rootdir={trees[state]}",
+                     f"--junitxml={reports[state]}",
+                     f"dynamo/{name}"],
+                    # Not from the tree's root: its torch/ has no binaries.
+                    cwd=trees[state] / "test", env=mode_env(mode),
+                    stdout=log, stderr=subprocess.STDOUT,
+                )  # fmt: skip
+            for proc in procs.values():
+                proc.wait(timeout=TIMEOUT)
+            found = {}
+            for state, report in reports.items():
+                if not report.is_file():
+                    problems.append(f"{name} {state} inlining={mode}: no report")
+                    found[state] = {}
+                    continue
+                found[state] = outcomes(report)
+            lost = sorted(
+                test
+                for test, outcome in found["pristine"].items()
+                if outcome == "passed" and found["patched"].get(test) != "passed"
+            )
+            counts = {s: Counter(found[s].values()) for s in found}
+            print(f"inlining={mode} {name}: "
+                  + "; ".join(f"{s} {_counts(c)}" for s, c in counts.items())
+                  + f"; regressions: {len(lost)} ({time.monotonic() - started:.0f} s)")  # fmt: skip
+            problems += [f"regression, inlining={mode}: {test}" for test in lost]
+    return problems
+
+
+def _counts(counter: Counter) -> str:
+    return " / ".join(f"{counter[k]} {k}" for k in ("passed", "failure", "error",
+                                                    "skipped"))  # fmt: skip
+
+
+def main() -> int:
+    version = metadata.version("torch").split("+")[0]
+    print(f"== upstream tests, torch {version}")
+    tests = find_tests(version)
+    if tests is None:
+        print(f"skipped: no test/dynamo/ for torch {version}: set PYTORCH_TESTS to a "
+              f"folder holding one (a PyTorch {version} checkout), or add "
+              f"{SHARED}/pytorch-{version}/")  # fmt: skip
+        return 0
+    work = WORK / f"torch-{version}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    with torch_states(Path(sys.prefix), work) as pythons:
+        trees = {state: work / f"tree-{state}" for state in STATES}
+        for tree in trees.values():
+            make_tree(tree, site_packages(pythons["pristine"]), tests)
+        problems = apply_export(
+            trees["patched"], version, site_packages(pythons["patched"])
+        )
+        problems += seed(trees["patched"], pythons)
+        problems += regressions(trees, pythons)
+    for problem in problems:
+        print(f"upstream-test: {problem}", file=sys.stderr)
+    print(f"torch {version}: {'FAILED' if problems else 'OK'} (logs in {work})")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
