@@ -1,21 +1,27 @@
-"""What bench/trace_overhead.py times, and the worker process that times it.
+"""What bench/instructions.py measures, and the worker process that runs it.
 
-Each workload is a module and an input; a measurement is one fresh Dynamo
-trace of it: torch._dynamo.reset(), then the first call of
-torch.compile(module, backend="eager"). The worker runs in a process of its
-own so that TORCHDYNAMO_INLINE_INBUILT_NN_MODULES, read at import, sets the
-mode, and prints the median CPU seconds of each workload as JSON.
+A measurement is one fresh Dynamo trace of a workload: torch._dynamo.reset(),
+then the first call of torch.compile(module, backend="eager"). The worker
+runs under `valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no`
+and, for each workload, first traces it once unmeasured (imports, lazily
+built tables and other first-call caches), then traces it again with
+instrumentation and collection switched on around the call alone
+(bench/callgrind_ctl.c), which dumps one callgrind profile part per
+workload, in order. The garbage collector is paused around the measured
+call; the parent fixes PYTHONHASHSEED.
 
-    python bench/workloads.py '[["root_setattr", 100], ["mlp", null]]' REPS
+    python bench/workloads.py LIBCALLGRIND_CTL INLINE CASES_JSON
+
+INLINE is 0 or 1 (config.inline_inbuilt_nn_modules); CASES_JSON a list of
+[case, n] pairs. It prints the list of case keys it measured, in order.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -61,6 +67,27 @@ class HopBody(torch.nn.Module):
         return self.hop(self.body, x)
 
 
+class Scratch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        for i in range(16):
+            setattr(self, f"v{i}", 0)
+
+
+class HopBodyModule(torch.nn.Module):
+    """A wrap body that creates a module and makes n attribute stores on it:
+    every store asks the fix whether the module may be mutated there."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        lines = ["m = Scratch()"] + [f"m.v{i % 16} = {i}" for i in range(n)]
+        self.body = _function("body", "t", lines, "t + m.v0")
+        self.body.__globals__["Scratch"] = Scratch
+
+    def forward(self, x):
+        return wrap(self.body, x)
+
+
 def conv_net() -> torch.nn.Module:
     return torch.nn.Sequential(
         torch.nn.Conv2d(3, 8, 3, padding=1),
@@ -87,6 +114,8 @@ def workload(case: str, n: int | None):
         return RootSetattr(n), torch.randn(4)
     if case in ("hop_body_wrap", "hop_body_map"):
         return HopBody(case.removeprefix("hop_body_"), n), torch.randn(3, 4)
+    if case == "hop_body_module":
+        return HopBodyModule(n), torch.randn(3, 4)
     if case == "mlp":
         return mlp(), torch.randn(8, 64)
     if case == "conv_net":
@@ -96,35 +125,38 @@ def workload(case: str, n: int | None):
     raise ValueError(f"unknown case {case!r}")
 
 
-def trace_seconds(case: str, n: int | None) -> float:
+def trace(case: str, n: int | None, measure=None) -> None:
+    """One fresh trace; measure = (begin, end) switches counting around it."""
     module, x = workload(case, n)
     torch._dynamo.reset()
     compiled = torch.compile(module, backend="eager", fullgraph=(case == "error_path"))
-    # CPU time of this process with the collector paused: collection pauses
-    # and the other core's load depend on the machine, not on the patch.
     gc.collect()
     gc.disable()
-    start = time.process_time()
+    if measure:
+        measure[0]()
     try:
         compiled(x)
     except torch._dynamo.exc.Unsupported:
         if case != "error_path":
             raise
     finally:
-        elapsed = time.process_time() - start
+        if measure:
+            measure[1]()
         gc.enable()
-    return elapsed
 
 
-def main(cases: list, reps: int) -> dict:
+def main(library: str, inline: bool, cases: list) -> list[str]:
+    ctl = ctypes.CDLL(library)
     torch.set_num_threads(1)
-    trace_seconds("mlp", None)  # warm up imports and caches outside the timings
-    timings = {}
+    torch._dynamo.config.inline_inbuilt_nn_modules = inline
+    measured = []
     for case, n in cases:
-        samples = [trace_seconds(case, n) for _ in range(reps)]
-        timings[f"{case}:{n}"] = statistics.median(samples)
-    return timings
+        trace(case, n)
+        trace(case, n, (ctl.measure_begin, ctl.measure_end))
+        measured.append(f"{case}:{n}")
+    return measured
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(json.loads(sys.argv[1]), int(sys.argv[2]))))
+    library, inline, cases = sys.argv[1:]
+    print(json.dumps(main(library, inline == "1", json.loads(cases))))

@@ -1,0 +1,215 @@
+"""Does the patch slow Dynamo's tracing? Instructions, patched vs pristine.
+
+Like PyTorch's compile-time benchmarks (benchmarks/dynamo/pr_time_benchmarks)
+this counts instructions, not seconds: callgrind runs one worker process
+(bench/workloads.py) per (torch series, torch state, inlining mode), which
+traces every workload once unmeasured and once measured. The pristine state
+runs twice: the two pristine counts of a row (the A/A pair) show what the
+measurement itself resolves; that spread is reported next to the
+patched/pristine ratios. Pristine and patched are hard-linked copies of a
+series' virtualenv (tools/torch_states.py), so workers run one per core.
+
+    python bench/instructions.py                  # `make bench`: every series
+    python bench/instructions.py --torch 2.6.0    # one series
+    python bench/instructions.py --smoke          # seconds of tracing, for make test
+
+Writes bench/results/latest.json (smoke: bench/results/smoke.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from torch_states import torch_states  # noqa: E402
+
+ROOT_SETATTR_N = (100, 300, 1000)
+CASES = [
+    *(("root_setattr", n) for n in ROOT_SETATTR_N),
+    ("hop_body_wrap", 100),
+    ("hop_body_map", 50),
+    ("hop_body_module", 100),
+    ("mlp", None),
+    ("conv_net", None),
+    ("error_path", None),
+]
+SMOKE_CASES = [("root_setattr", 10), ("hop_body_module", 10)]
+# (state, run) pairs: the second pristine run is the A/A control.
+RUNS = (("pristine", "a"), ("pristine", "b"), ("patched", "a"))
+
+
+def build_library(out: Path) -> Path:
+    library = out / "libcallgrind_ctl.so"
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-O2", "-o", library, BENCH / "callgrind_ctl.c"],
+        check=True,
+    )
+    return library
+
+
+def count(python: Path, library: Path, inline: int, cases: list) -> dict[str, int]:
+    """Instructions of each case's measured trace, in one callgrind worker."""
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        proc = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+             "--collect-atstart=no", f"--callgrind-out-file={out}",
+             python, BENCH / "workloads.py", library, str(inline),
+             json.dumps(cases)],
+            env=dict(os.environ, PYTHONHASHSEED="0"),
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise SystemExit(f"bench: worker failed:\n{proc.stderr[-3000:]}")
+        keys = json.loads(proc.stdout.strip().splitlines()[-1])
+        return {key: _totals(Path(f"{out}.{i}")) for i, key in enumerate(keys, 1)}
+
+
+def _totals(part: Path) -> int:
+    for line in part.read_text().splitlines():
+        if line.startswith("totals:"):
+            return int(line.split()[1])
+    raise SystemExit(f"bench: no totals in {part}")
+
+
+def measure_series(version: str, cases: list, runs, modes, library) -> list[dict]:
+    venv = ROOT / ".venvs" / f"torch-{version}"
+    work = ROOT / "build" / "bench" / f"torch-{version}"
+    work.mkdir(parents=True, exist_ok=True)
+    with torch_states(venv, work) as pythons:
+        jobs = [(state, run, inline) for inline in modes for state, run in runs]
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            counts = dict(
+                zip(
+                    jobs,
+                    pool.map(
+                        lambda job: count(pythons[job[0]], library, job[2], cases),
+                        jobs,
+                    ),
+                )
+            )
+    rows = []
+    for inline in modes:
+        for case, n in cases:
+            key = f"{case}:{n}"
+            pristine = counts[("pristine", "a", inline)][key]
+            patched = counts[("patched", "a", inline)][key]
+            row = {
+                "series": version,
+                "case": case,
+                "n": n,
+                "inlining": inline,
+                "pristine": pristine,
+                "patched": patched,
+                "ratio": patched / pristine,
+            }
+            if ("pristine", "b") in runs:
+                again = counts[("pristine", "b", inline)][key]
+                row["pristine_again"] = again
+                row["aa_ratio"] = again / pristine
+            rows.append(row)
+    return rows
+
+
+def per_store(rows: list[dict]) -> list[dict]:
+    """Instructions the patch adds per root attribute store: the least-squares
+    slope of (patched - pristine) over N, per series and mode."""
+    slopes = []
+    for key in sorted({(r["series"], r["inlining"]) for r in rows}):
+        points = [
+            (r["n"], r["patched"] - r["pristine"])
+            for r in rows
+            if (r["series"], r["inlining"]) == key and r["case"] == "root_setattr"
+        ]
+        if len(points) < 2:
+            continue
+        mean_n = sum(n for n, _ in points) / len(points)
+        mean_d = sum(d for _, d in points) / len(points)
+        slope = sum((n - mean_n) * (d - mean_d) for n, d in points) / sum(
+            (n - mean_n) ** 2 for n, _ in points
+        )
+        slopes.append({"series": key[0], "inlining": key[1], "per_store": slope})
+    return slopes
+
+
+def table(rows: list[dict]) -> str:
+    header = ("| series | case | n | inlining | pristine | patched | ratio "
+              "| A/A ratio |\n|---|---|---|---|---|---|---|---|")  # fmt: skip
+    lines = [header]
+    for r in rows:
+        aa = f"{r['aa_ratio']:.5f}" if "aa_ratio" in r else ""
+        lines.append(
+            f"| {r['series']} | {r['case']} | {r['n'] or ''} "
+            f"| {'on' if r['inlining'] else 'off'} | {r['pristine']:,} "
+            f"| {r['patched']:,} | {r['ratio']:.5f} | {aa} |"
+        )
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    cpu = platform.machine()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    valgrind = subprocess.run(
+        ["valgrind", "--version"], capture_output=True, text=True
+    ).stdout.strip()
+    return f"{cpu}, {platform.system()} {platform.release()}, {valgrind}"
+
+
+def supported() -> list[str]:
+    return sorted(p.parent.name.removeprefix("torch-")
+                  for p in (ROOT / "patches").glob("torch-*/series"))  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--torch", nargs="+", default=supported(), metavar="VERSION")
+    parser.add_argument("--smoke", action="store_true", help="tiny and fast")
+    args = parser.parse_args()
+    if args.smoke:
+        cases, runs, modes = SMOKE_CASES, RUNS[::2], (1,)
+        out = BENCH / "results" / "smoke.json"
+    else:
+        cases, runs, modes = CASES, RUNS, (0, 1)
+        out = BENCH / "results" / "latest.json"
+    started = time.monotonic()
+    (ROOT / "build" / "bench").mkdir(parents=True, exist_ok=True)
+    library = build_library(ROOT / "build" / "bench")
+    rows = []
+    for version in args.torch:
+        rows += measure_series(version, cases, runs, modes, library)
+    result = {
+        "machine": machine(),
+        "method": "callgrind instruction counts of one fresh trace per workload",
+        "rows": rows,
+        "per_store": per_store(rows),
+        "seconds": round(time.monotonic() - started),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(table(rows))
+    for s in result["per_store"]:
+        print(f"torch {s['series']}, inlining {'on' if s['inlining'] else 'off'}: "
+              f"{s['per_store']:+.1f} instructions per root attribute store")  # fmt: skip
+    worst = max(r["ratio"] for r in rows)
+    print(f"worst ratio {worst:.5f}; wrote {out} in {result['seconds']} s")
+    if any(r["pristine"] <= 0 or r["patched"] <= 0 for r in rows):
+        raise SystemExit("bench: a workload counted no instructions")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
