@@ -8,7 +8,7 @@ built tables and other first-call caches), then traces it again with
 instrumentation and collection switched on around the call alone
 (bench/callgrind_ctl.c), which dumps one callgrind profile part per
 workload, in order. The garbage collector is paused around the measured
-call; the parent fixes PYTHONHASHSEED.
+call; the parent fixes PYTHONHASHSEED and the heap layout.
 
     python bench/workloads.py LIBCALLGRIND_CTL INLINE CASES_JSON
 
