@@ -13,8 +13,13 @@ percent even where not one changed line runs. So each state runs under
 LAYOUTS, small allocations made before torch is imported, and a row gives
 the median count over them. The A/A column is the layout-only spread of
 the pristine state (largest |pristine at layout k / at layout 0 - 1|): what
-the measurement resolves. Pristine and patched are hard-linked copies of a
-series' virtualenv (tools/torch_states.py), so workers run one per core.
+the measurement resolves. The calls column is exact instead: how many more
+Python function calls the patched trace makes (cProfile, no valgrind, the
+same PYTHONHASHSEED), which no layout moves. Both states run from the same
+path, the series' own virtualenv, switched with torchpatch: Dynamo's trace
+rules iterate sets of torch's install paths, so a copy of the venv elsewhere
+would trace differently. Workers for the modes and layouts of a state run
+one per core. Leaves the series applied.
 
     python bench/instructions.py                  # `make bench`: every series
     python bench/instructions.py --torch 2.6.0    # one series
@@ -39,9 +44,6 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-sys.path.insert(0, str(ROOT / "tools"))
-from torch_states import torch_states  # noqa: E402
-
 # torch 2.6.0 spends about 30 million instructions on one root attribute
 # store of these modules, so the sizes are kept small.
 ROOT_SETATTR_N = (25, 50, 100)
@@ -56,7 +58,7 @@ CASES = [
 ]
 SMOKE_CASES = [("root_setattr", 5), ("hop_body_module", 5)]
 LAYOUTS = (0, 500, 1000)  # objects allocated before the worker imports torch
-STATES = ("pristine", "patched")
+STATES = {"pristine": "revert", "patched": "apply"}
 # Shift the heap, then run the worker as its own __main__.
 _WITH_LAYOUT = (
     "import runpy, sys; ballast = [bytearray(48) for _ in range(int(sys.argv[1]))]; "
@@ -93,6 +95,18 @@ def count(
         return {key: _totals(Path(f"{out}.{i}")) for i, key in enumerate(keys, 1)}
 
 
+def calls(python: Path, inline: int, cases: list) -> dict[str, int]:
+    """Python function calls of each case's trace, in one cProfile worker."""
+    proc = subprocess.run(
+        [python, BENCH / "workloads.py", "--calls", str(inline), json.dumps(cases)],
+        env=dict(os.environ, PYTHONHASHSEED="0"),
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: worker failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def _totals(part: Path) -> int:
     for line in part.read_text().splitlines():
         if line.startswith("totals:"):
@@ -101,17 +115,19 @@ def _totals(part: Path) -> int:
 
 
 def measure_series(version: str, cases: list, layouts, modes, library) -> list[dict]:
-    venv = ROOT / ".venvs" / f"torch-{version}"
-    work = ROOT / "build" / "bench" / f"torch-{version}"
-    work.mkdir(parents=True, exist_ok=True)
-    with torch_states(venv, work) as pythons:
-        jobs = [(s, inline, k) for inline in modes for k in layouts for s in STATES]
+    python = ROOT / ".venvs" / f"torch-{version}" / "bin" / "python"
+    counts, profiled = {}, {}
+    for state, command in STATES.items():
+        subprocess.run([python, "-m", "torchpatch", command], check=True,
+                       stdout=subprocess.DEVNULL)  # fmt: skip
+        jobs = [(state, inline, k) for inline in modes for k in layouts]
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             found = pool.map(
-                lambda job: count(pythons[job[0]], library, job[1], job[2], cases),
-                jobs,
+                lambda job: count(python, library, job[1], job[2], cases), jobs
             )
-            counts = dict(zip(jobs, found))
+            counts.update(zip(jobs, found))
+            found = pool.map(lambda inline: calls(python, inline, cases), modes)
+            profiled.update(((state, inline), c) for inline, c in zip(modes, found))
     rows = []
     for inline in modes:
         for case, n in cases:
@@ -135,6 +151,8 @@ def measure_series(version: str, cases: list, layouts, modes, library) -> list[d
                     "patched": patched,
                     "ratio": patched / pristine,
                     "aa_spread": max(abs(c / first - 1) for c in by_layout["pristine"]),
+                    "calls_added": profiled[("patched", inline)][key]
+                    - profiled[("pristine", inline)][key],
                 }
             )
     return rows
@@ -163,13 +181,14 @@ def per_store(rows: list[dict]) -> list[dict]:
 
 def table(rows: list[dict]) -> str:
     header = ("| series | case | n | inlining | pristine | patched | ratio "
-              "| A/A spread |\n|---|---|---|---|---|---|---|---|")  # fmt: skip
+              "| A/A spread | calls added |\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
     lines = [header]
     for r in rows:
         lines.append(
             f"| {r['series']} | {r['case']} | {r['n'] or ''} "
             f"| {'on' if r['inlining'] else 'off'} | {r['pristine']:,.0f} "
-            f"| {r['patched']:,.0f} | {r['ratio']:.5f} | {r['aa_spread']:.5f} |"
+            f"| {r['patched']:,.0f} | {r['ratio']:.5f} | {r['aa_spread']:.5f} "
+            f"| {r['calls_added']:+d} |"
         )
     return "\n".join(lines)
 

@@ -11,16 +11,21 @@ workload, in order. The garbage collector is paused around the measured
 call; the parent fixes PYTHONHASHSEED and the heap layout.
 
     python bench/workloads.py LIBCALLGRIND_CTL INLINE CASES_JSON
+    python bench/workloads.py --calls INLINE CASES_JSON
 
 INLINE is 0 or 1 (config.inline_inbuilt_nn_modules); CASES_JSON a list of
-[case, n] pairs. It prints the list of case keys it measured, in order.
+[case, n] pairs. It prints the list of case keys it measured, in order; with
+--calls (no valgrind) it profiles the same trace with cProfile instead and
+prints {case key: Python function calls}, a count no heap layout moves.
 """
 
 from __future__ import annotations
 
+import cProfile
 import ctypes
 import gc
 import json
+import pstats
 import sys
 from pathlib import Path
 
@@ -145,10 +150,18 @@ def trace(case: str, n: int | None, measure=None) -> None:
         gc.enable()
 
 
-def main(library: str, inline: bool, cases: list) -> list[str]:
-    ctl = ctypes.CDLL(library)
+def main(library: str, inline: bool, cases: list) -> list[str] | dict[str, int]:
     torch.set_num_threads(1)
     torch._dynamo.config.inline_inbuilt_nn_modules = inline
+    if library == "--calls":
+        calls = {}
+        for case, n in cases:
+            trace(case, n)
+            profile = cProfile.Profile()
+            trace(case, n, (profile.enable, profile.disable))
+            calls[f"{case}:{n}"] = pstats.Stats(profile).total_calls
+        return calls
+    ctl = ctypes.CDLL(library)
     measured = []
     for case, n in cases:
         trace(case, n)
