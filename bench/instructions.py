@@ -13,9 +13,10 @@ percent even where not one changed line runs. So each state runs under
 LAYOUTS, small allocations made before torch is imported, and a row gives
 the median count over them. The A/A column is the layout-only spread of
 the pristine state (largest |pristine at layout k / at layout 0 - 1|): what
-the measurement resolves. The calls column is exact instead: how many more
-Python function calls the patched trace makes (cProfile, no valgrind, the
-same PYTHONHASHSEED), which no layout moves. Both states run from the same
+the measurement resolves. The calls column is sharper: how many more Python
+function calls the patched trace makes (cProfile, no valgrind, the same
+PYTHONHASHSEED), which layout moves only where Dynamo walks a set hashed by
+id(). Both states run from the same
 path, the series' own virtualenv, switched with torchpatch: Dynamo's trace
 rules iterate sets of torch's install paths, so a copy of the venv elsewhere
 would trace differently. Workers for the modes and layouts of a state run

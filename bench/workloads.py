@@ -16,7 +16,8 @@ call; the parent fixes PYTHONHASHSEED and the heap layout.
 INLINE is 0 or 1 (config.inline_inbuilt_nn_modules); CASES_JSON a list of
 [case, n] pairs. It prints the list of case keys it measured, in order; with
 --calls (no valgrind) it profiles the same trace with cProfile instead and
-prints {case key: Python function calls}, a count no heap layout moves.
+prints {case key: Python function calls}, which the heap layout moves only
+where Dynamo walks a set hashed by id().
 """
 
 from __future__ import annotations
