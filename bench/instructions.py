@@ -45,6 +45,11 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tools")]
+from torch_states import STATES  # noqa: E402
+
+from torchpatch.series import supported_versions  # noqa: E402
+
 # torch 2.6.0 spends about 30 million instructions on one root attribute
 # store of these modules, so the sizes are kept small.
 ROOT_SETATTR_N = (25, 50, 100)
@@ -59,7 +64,6 @@ CASES = [
 ]
 SMOKE_CASES = [("root_setattr", 5), ("hop_body_module", 5)]
 LAYOUTS = (0, 500, 1000)  # objects allocated before the worker imports torch
-STATES = {"pristine": "revert", "patched": "apply"}
 # Shift the heap, then run the worker as its own __main__.
 _WITH_LAYOUT = (
     "import runpy, sys; ballast = [bytearray(48) for _ in range(int(sys.argv[1]))]; "
@@ -206,14 +210,14 @@ def machine() -> str:
     return f"{cpu}, {platform.system()} {platform.release()}, {valgrind}"
 
 
-def supported() -> list[str]:
-    return sorted(p.parent.name.removeprefix("torch-")
-                  for p in (ROOT / "patches").glob("torch-*/series"))  # fmt: skip
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--torch", nargs="+", default=supported(), metavar="VERSION")
+    parser.add_argument(
+        "--torch",
+        nargs="+",
+        default=supported_versions(ROOT / "patches"),
+        metavar="VERSION",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny and fast")
     args = parser.parse_args()
     if args.smoke:
