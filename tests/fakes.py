@@ -41,6 +41,8 @@ AFTER_SECOND = {SIDE_EFFECTS: _module("check", "second")}
 PATCHED = {**PRISTINE, **AFTER_FIRST, **AFTER_SECOND}
 NEW_TEST = "test/dynamo/test_new_behaviour.py"
 NEW_TEST_TEXT = b"def test_new():\n    assert True\n"
+# A test file of another series: export must leave it out.
+UNLISTED_TEST = "test/dynamo/test_other_series.py"
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -84,7 +86,8 @@ def make_data(root: Path, upstream: Path, version: str = "2.4.1") -> Path:
     )
     names = sorted(p.name for p in series_dir.glob("*.patch"))
     (series_dir / "series").write_text("# test series\n" + "\n".join(names) + "\n")
-    write_tree(root, {NEW_TEST: NEW_TEST_TEXT})
+    (series_dir / "tests").write_text(f"# its tests\n{NEW_TEST}\n")
+    write_tree(root, {NEW_TEST: NEW_TEST_TEXT, UNLISTED_TEST: NEW_TEST_TEXT})
     return root
 
 

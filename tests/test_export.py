@@ -6,7 +6,7 @@ import subprocess
 
 import fakes
 import pytest
-from fakes import NEW_TEST, NEW_TEST_TEXT, PATCHED
+from fakes import NEW_TEST, NEW_TEST_TEXT, PATCHED, UNLISTED_TEST
 
 
 def test_export_applies_with_git_apply_and_git_am(run, source_tree, tmp_path):
@@ -31,6 +31,19 @@ def test_export_applies_with_git_apply_and_git_am(run, source_tree, tmp_path):
         assert (source_tree / path).read_bytes() == data, path
     assert (source_tree / NEW_TEST).read_bytes() == NEW_TEST_TEXT
     assert fakes.git(source_tree, "status", "--porcelain") == ""
+
+
+def test_export_adds_only_the_tests_the_series_lists(run, data, tmp_path):
+    out = tmp_path / "upstream.patch"
+    code, stdout, _ = run("export", str(out))
+    assert code == 0
+    assert stdout.strip().endswith(f"series plus {NEW_TEST}")
+    assert UNLISTED_TEST not in out.read_text()
+    (data / "patches/torch-2.4.1/tests").unlink()
+    code, stdout, _ = run("export", str(out))
+    assert code == 0
+    assert stdout.strip().endswith("series plus no test files")
+    assert NEW_TEST not in out.read_text()
 
 
 def test_export_is_deterministic(run, tmp_path):

@@ -103,6 +103,29 @@ def test_malformed_series_file(run, install, data, series_text, message):
 
 
 @pytest.mark.parametrize(
+    "tests_text, message",
+    [
+        (
+            "test/dynamo/test_missing.py\n",
+            "'test/dynamo/test_missing.py' does not exist",
+        ),
+        ("torch/_dynamo/side_effects.py\n", "must be a path under test/"),
+        ("test/../patches/x.py\n", "must be a path under test/"),
+        ("/abs/test.py\n", "must be a path under test/"),
+        ("{new}\n{new}\n", "is listed twice"),
+    ],
+)
+def test_malformed_tests_file(run, install, data, tests_text, message):
+    tests_file = data / "patches/torch-2.4.1/tests"
+    tests_file.write_text(tests_text.format(new=fakes.NEW_TEST))
+    before = install.snapshot()
+    err = refused(run, install, "apply")
+    assert message in err
+    assert f"{tests_file}:" in err
+    assert install.snapshot() == before
+
+
+@pytest.mark.parametrize(
     "text, message",
     [
         (b"just some text\n", "not in `git format-patch` form"),

@@ -125,7 +125,8 @@ def _export(args: argparse.Namespace) -> int:
                 f"pass --torch-version, one of: {', '.join(versions) or 'none'}"
             )
         version = versions[0]
-    text = export.build(series.load_series(root / "patches", version), root)
+    found = series.load_series(root / "patches", version)
+    text = export.build(found, root)
     if args.out == "-":
         sys.stdout.buffer.write(text)
         sys.stdout.flush()
@@ -135,7 +136,8 @@ def _export(args: argparse.Namespace) -> int:
         out.write_bytes(text)
     except OSError as error:
         raise TorchPatchError(f"cannot write {out}: {error.strerror}") from None
-    print(f"wrote {out}: torch {version} series plus {root / 'test'}")
+    tests = ", ".join(found.tests) or "no test files"
+    print(f"wrote {out}: torch {version} series plus {tests}")
     return 0
 
 

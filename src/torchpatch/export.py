@@ -4,8 +4,8 @@ The result is a single `git format-patch` mail that `git apply` and `git am`
 take on a PyTorch checkout of the series' release. Its message is the first
 patch's (a series of several lists the others' subjects and bodies after
 it), its diff the series' diffs followed by a new-file section for every
-file under the project's test/ directory. A file that several patches touch
-gets one section per patch; git applies them in order.
+test file the series lists (its `tests` file). A file that several patches
+touch gets one section per patch; git applies them in order.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ _NUMBERED_SUBJECT = re.compile(rb"^Subject: \[PATCH [^\]]*\]", re.MULTILINE)
 
 
 def build(series: Series, tests_root: Path) -> bytes:
-    """The upstream patch; tests_root holds test/... as it should land."""
+    """The upstream patch; tests_root holds the series' tests as they land."""
     if not series.patches:
         raise MalformedSeries(f"{series.directory} has no patches to export")
     parts = [_split(patch) for patch in series.patches]
@@ -31,21 +31,12 @@ def build(series: Series, tests_root: Path) -> bytes:
     for (_, extra_message, _), patch in zip(parts[1:], series.patches[1:]):
         header += b"\n" + patch.subject.encode() + b"\n\n" + extra_message
     diff = b"".join(d for _, _, d in parts)
-    for relpath in new_test_files(tests_root):
+    for relpath in series.tests:
         diff += git.new_file_diff(tests_root, relpath)
     stat = git.diffstat(diff, cwd=tests_root)
     signature = _SIGNATURE.search(series.patches[0].read())
     trailer = signature.group(0).lstrip(b"\n") if signature else b""
     return header + b"---\n" + stat + b"\n" + diff + trailer
-
-
-def new_test_files(tests_root: Path) -> list[str]:
-    base = tests_root / "test"
-    return sorted(
-        p.relative_to(tests_root).as_posix()
-        for p in base.rglob("*.py")
-        if "__pycache__" not in p.parts
-    )
 
 
 def _split(patch: Patch) -> tuple[bytes, bytes, bytes]:

@@ -3,6 +3,8 @@
 The series file is quilt's: one patch file name per line, applied in order;
 blank lines and lines starting with `#` are ignored. Every patch is in
 `git format-patch` form with paths relative to the PyTorch source root.
+An optional `tests` file next to it lists, the same way, this project's test
+files for the series (paths under test/, as they land upstream).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from torchpatch.errors import MalformedSeries, UnsupportedVersion
 
 SERIES_FILE = "series"
+TESTS_FILE = "tests"
 _DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
 _SUBJECT_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
 
@@ -36,6 +39,7 @@ class Series:
     version: str
     directory: Path
     patches: tuple[Patch, ...]
+    tests: tuple[str, ...] = ()  # this project's test files, under test/
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -69,16 +73,37 @@ def load_series(patches_root: Path, version: str) -> Series:
         version=version,
         directory=directory,
         patches=tuple(_load_patch(directory / name) for name in names),
+        tests=_load_tests(directory / TESTS_FILE, patches_root.parent),
     )
+
+
+def _lines(listing: Path):
+    """(where, line) of each line that is not blank or a comment."""
+    for lineno, raw in enumerate(listing.read_text().splitlines(), start=1):
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            yield f"{listing}:{lineno}", line
+
+
+def _load_tests(tests_file: Path, data_root: Path) -> tuple[str, ...]:
+    if not tests_file.is_file():
+        return ()
+    tests: list[str] = []
+    for where, line in _lines(tests_file):
+        path = Path(line)
+        if path.is_absolute() or ".." in path.parts or path.parts[0] != "test":
+            raise MalformedSeries(f"{where}: {line!r} must be a path under test/")
+        if not (data_root / path).is_file():
+            raise MalformedSeries(f"{where}: {line!r} does not exist")
+        if line in tests:
+            raise MalformedSeries(f"{where}: {line!r} is listed twice")
+        tests.append(path.as_posix())
+    return tuple(tests)
 
 
 def _parse_series_file(series_file: Path) -> list[str]:
     names: list[str] = []
-    for lineno, raw in enumerate(series_file.read_text().splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        where = f"{series_file}:{lineno}"
+    for where, line in _lines(series_file):
         if len(line.split()) != 1:
             raise MalformedSeries(
                 f"{where}: expected one patch file name, got {line!r}"
