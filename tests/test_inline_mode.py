@@ -2,7 +2,8 @@
 
 torch 2.6.0 and later ignore TORCHDYNAMO_INLINE_INBUILT_NN_MODULES, so these
 tests read the config from inside a test run, both through the pytest
-plugin and through the runner for unittest-style files.
+plugin and through the runner for unittest-style files. From 2.12 on the
+config is a no-op and inlining is always on: there "0" must be refused.
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ class Probe(unittest.TestCase):
 if __name__ == "__main__":
     unittest.main()
 """
+
+
+def modes() -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, str(TOOLS / "inline_mode.py"), "--modes"],
+        env=_env(None), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return proc.stdout.split()
 
 
 def release_default() -> str:
@@ -73,7 +82,32 @@ def mode_inside(tmp_path: Path, value: str | None, how: str) -> str:
 @pytest.mark.parametrize("how", ["pytest", "runner"])
 @pytest.mark.parametrize("value, expected", [("0", "False"), ("1", "True")])
 def test_variable_sets_the_config(tmp_path, how, value, expected):
+    if value not in modes():
+        pytest.skip(f"this torch has no mode {value}")
     assert mode_inside(tmp_path, value, how) == expected
+
+
+def test_modes_are_both_or_always_inlined():
+    assert modes() in (["0", "1"], ["1"])
+
+
+@pytest.mark.parametrize("how", ["pytest", "runner"])
+def test_off_is_refused_where_inlining_is_always_on(tmp_path, how):
+    if "0" in modes():
+        pytest.skip("this torch can switch inlining off")
+    probe = tmp_path / "test_probe.py"
+    probe.write_text(PROBE.format(out=str(tmp_path / "mode.txt")))
+    if how == "pytest":
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                   "-p", "inline_mode", str(probe)]  # fmt: skip
+    else:
+        command = [sys.executable, str(TOOLS / "inline_mode.py"), str(probe)]
+    proc = subprocess.run(
+        command, env=_env("0"), cwd=tmp_path, capture_output=True, text=True
+    )
+    assert proc.returncode != 0
+    assert "always inlines nn modules" in proc.stdout + proc.stderr
+    assert not (tmp_path / "mode.txt").exists()
 
 
 @pytest.mark.parametrize("how", ["pytest", "runner"])

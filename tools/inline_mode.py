@@ -3,14 +3,16 @@
 torch 2.4 reads the variable when torch._dynamo.config is imported; from
 2.6.0 on, config.inline_inbuilt_nn_modules is `not is_fbcode()` and the
 variable is ignored, so `TORCHDYNAMO_INLINE_INBUILT_NN_MODULES=0 pytest ...`
-silently runs with inlining on. This module sets the config from the
-variable ("0" or "1"; unset keeps the release's default) before any test
-module is imported:
+silently runs with inlining on. From 2.12 on the config is a deprecated
+no-op (modules are always inlined): there is one mode, "1", and asking for
+"0" is an error. This module sets the config from the variable ("0" or "1";
+unset keeps the release's default) before any test module is imported:
 
 - as a pytest plugin: `PYTHONPATH=tools pytest -p inline_mode ...`; the
   session's summary names the mode in force at its end;
 - as a runner for unittest-style files, the way PyTorch's CI runs them:
-  `python tools/inline_mode.py test/dynamo/test_misc.py -k ...`.
+  `python tools/inline_mode.py test/dynamo/test_misc.py -k ...`;
+- `python tools/inline_mode.py --modes` prints the modes this torch has.
 """
 
 from __future__ import annotations
@@ -32,11 +34,31 @@ def requested() -> bool | None:
     return value == "1"
 
 
+def switchable() -> bool:
+    """Whether config.inline_inbuilt_nn_modules still switches a mode."""
+    import torch._dynamo.config as config
+
+    entry = config._config.get("inline_inbuilt_nn_modules")
+    return entry is not None and not getattr(entry, "deprecated", False)
+
+
+def modes() -> list[str]:
+    """The values of the variable that select a mode of this torch."""
+    return ["0", "1"] if switchable() else ["1"]
+
+
 def apply() -> bool:
     """Set the config from the variable; return the mode now in force."""
+    import torch
     import torch._dynamo.config as config
 
     wanted = requested()
+    if not switchable():
+        if wanted is False:
+            raise SystemExit(
+                f"{ENV}=0: torch {torch.__version__} always inlines nn modules"
+            )
+        return True
     if wanted is not None:
         config.inline_inbuilt_nn_modules = wanted
     return config.inline_inbuilt_nn_modules
@@ -46,9 +68,10 @@ def describe() -> str:
     import torch
 
     inline = apply()
+    always = "" if switchable() else ", always"
     return (
         f"torch {torch.__version__}: "
-        f"torch._dynamo.config.inline_inbuilt_nn_modules={inline} "
+        f"torch._dynamo.config.inline_inbuilt_nn_modules={inline}{always} "
         f"({ENV}={os.environ.get(ENV, '<unset>')})"
     )
 
@@ -63,7 +86,10 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 def main(argv: list[str]) -> None:
     if len(argv) < 2:
-        raise SystemExit(f"usage: {argv[0]} TEST_FILE [ARGS...]")
+        raise SystemExit(f"usage: {argv[0]} TEST_FILE [ARGS...] | --modes")
+    if argv[1] == "--modes":
+        print(" ".join(modes()))
+        return
     script = Path(argv[1])
     print(describe(), file=sys.stderr)
     sys.argv = argv[1:]
