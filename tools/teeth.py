@@ -1,10 +1,10 @@
 """Prove the fix's tests bite: on the pristine torch they must all fail.
 
-Reverts the series, runs test/dynamo/test_hop_mutation.py in both inlining
-modes and requires every test of the fix (HopModuleMutationErrorTests) to
-fail and every control (HopModuleMutationControlTests) to pass, since the
-controls describe what already worked before the fix. Re-applies the series
-whatever happens.
+Reverts the series, runs the series' test files (patches/torch-<version>/
+tests) in each inlining mode the release has, and requires every test of the
+fix (the HopModuleMutationErrorTests classes) to fail and every control
+(HopModuleMutationControlTests) to pass, since the controls describe what
+already worked before the fix. Re-applies the series whatever happens.
 """
 
 from __future__ import annotations
@@ -16,17 +16,21 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from inline_mode import modes
+
+from torchpatch import bundle, series
+from torchpatch.targets import InstalledTorch
+
 ROOT = Path(__file__).resolve().parents[1]
-TEST_FILE = "test/dynamo/test_hop_mutation.py"
-FIX_TESTS = f"{TEST_FILE}::HopModuleMutationErrorTests"
-CONTROLS = f"{TEST_FILE}::HopModuleMutationControlTests"
+FIX_TESTS = "HopModuleMutationErrorTests"
+CONTROLS = "HopModuleMutationControlTests"
 
 
 def torchpatch(command: str) -> None:
     subprocess.run([sys.executable, "-m", "torchpatch", command], check=True)
 
 
-def run_tests(selection: str, inline: str) -> dict[str, int]:
+def run_tests(selection: list[str], inline: str) -> dict[str, int]:
     """pytest's counts for selection, in a process with the given mode."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.xml"
@@ -38,7 +42,7 @@ def run_tests(selection: str, inline: str) -> dict[str, int]:
         subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
              "-p", "no:logging", "-p", "inline_mode", f"--junitxml={report}",
-             selection],
+             *selection],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=False,
         )  # fmt: skip
         suite = ET.parse(report).getroot().find("testsuite")
@@ -52,14 +56,19 @@ def run_tests(selection: str, inline: str) -> dict[str, int]:
 
 
 def main() -> int:
+    version = InstalledTorch.find().version
+    tests = series.load_series(bundle.data_root() / "patches", version).tests
+    if not tests:
+        print(f"teeth: the torch {version} series lists no tests", file=sys.stderr)
+        return 1
     problems = []
     torchpatch("revert")
     try:
-        for inline in ("0", "1"):
-            fix = run_tests(FIX_TESTS, inline)
-            controls = run_tests(CONTROLS, inline)
+        for inline in modes():
+            fix = run_tests([f"{t}::{FIX_TESTS}" for t in tests], inline)
+            controls = run_tests([f"{t}::{CONTROLS}" for t in tests], inline)
             print(
-                f"pristine torch, inlining={inline}: "
+                f"pristine torch {version}, inlining={inline}: "
                 f"fix tests {fix['failures']}/{fix['tests']} failed, "
                 f"controls {controls['passed']}/{controls['tests']} passed"
             )

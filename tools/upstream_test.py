@@ -9,11 +9,13 @@ of that release) or else the matching folder of ../shared/upstream/
    `torchpatch export` must pass `git apply --check` on one and is applied
    to it, and its torch/ files must then equal what `torchpatch apply`
    writes into the install.
-2. seed: `test/dynamo/test_misc.py -k test_map_side_effects` of the patched
-   tree passes on the patched torch and fails on the pristine one, with
-   TORCHDYNAMO_INLINE_INBUILT_NN_MODULES unset, 0 and 1 (run through
+2. seed: if the series changes test_misc.py (where test_map_side_effects,
+   the upstream test of #126355, lives), `test/dynamo/test_misc.py -k
+   test_map_side_effects` of the patched tree passes on the patched torch
+   and fails on the pristine one, with TORCHDYNAMO_INLINE_INBUILT_NN_MODULES
+   unset and set to each mode of the release (run through
    tools/inline_mode.py, since 2.6.0 and later ignore the variable).
-3. regressions: each of FILES that the folder has, in both modes, the
+3. regressions: each of FILES that the folder has, in each mode, the
    pristine tree's tests on the pristine torch against the patched tree's
    on the patched torch, test by test. A test that passes pristine and
    does not pass patched fails the step; the counts are printed.
@@ -35,6 +37,7 @@ from collections import Counter
 from importlib import metadata
 from pathlib import Path
 
+from inline_mode import modes
 from torch_states import STATES, torch_states
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +97,8 @@ def make_tree(tree: Path, torch_root: Path, tests: Path) -> None:
         path.chmod(path.stat().st_mode | 0o200)
 
 
-def apply_export(tree: Path, version: str, patched: Path) -> list[str]:
+def apply_export(tree: Path, version: str, patched: Path) -> tuple[list[str], bool]:
+    """Problems, and whether the export changes the seed test's file."""
     exported = tree.parent / "upstream.patch"
     check([sys.executable, "-m", "torchpatch", "export",
            "--torch-version", version, str(exported)])  # fmt: skip
@@ -114,7 +118,8 @@ def apply_export(tree: Path, version: str, patched: Path) -> list[str]:
     ]
     print(f"export: `git apply --check` passes on wheel torch/ + tests; "
           f"{len(touched)} torch/ files equal the installed series'")  # fmt: skip
-    return problems
+    changes_seed = f"diff --git a/{SEED[0]} " in exported.read_text()
+    return problems, changes_seed
 
 
 def mode_env(mode: str | None) -> dict[str, str]:
@@ -131,7 +136,7 @@ def mode_env(mode: str | None) -> dict[str, str]:
 def seed(tree: Path, pythons: dict[str, Path]) -> list[str]:
     problems = []
     runner = ROOT / "tools" / "inline_mode.py"
-    for mode in (None, "0", "1"):
+    for mode in (None, *modes()):
         for state, python in pythons.items():
             proc = subprocess.run(
                 [python, runner, *SEED], cwd=tree, env=mode_env(mode),
@@ -164,7 +169,7 @@ def outcomes(report: Path) -> dict[str, str]:
 def regressions(trees: dict[str, Path], pythons: dict[str, Path]) -> list[str]:
     problems = []
     files = [f for f in FILES if (trees["pristine"] / "test/dynamo" / f).is_file()]
-    for mode in ("0", "1"):
+    for mode in modes():
         for name in files:
             started = time.monotonic()
             procs, reports = {}, {}
@@ -225,10 +230,13 @@ def main() -> int:
         trees = {state: work / f"tree-{state}" for state in STATES}
         for tree in trees.values():
             make_tree(tree, site_packages(pythons["pristine"]), tests)
-        problems = apply_export(
+        problems, changes_seed = apply_export(
             trees["patched"], version, site_packages(pythons["patched"])
         )
-        problems += seed(trees["patched"], pythons)
+        if changes_seed:
+            problems += seed(trees["patched"], pythons)
+        else:
+            print(f"seed: the torch {version} series leaves {SEED[0]} alone; skipped")
         problems += regressions(trees, pythons)
     for problem in problems:
         print(f"upstream-test: {problem}", file=sys.stderr)
