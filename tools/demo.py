@@ -1,10 +1,11 @@
-"""The seed scenario of PyTorch issue 126355, before and after the fix.
+"""PyTorch issue 126355 before and after the fix, for the torch of this venv.
 
-Runs the reproducer with inlining off and on, first on the pristine torch of
-this interpreter (`torchpatch revert`), then patched (`torchpatch apply`),
-each in a fresh process so that the files Dynamo imports are the ones on
-disk. Prints the exception type and first message line of each run and
-leaves the environment patched.
+Runs tools/issue_126355.py (the issue's reproducer and other ways to write
+the same mutation in a control_flow.map body) in each inlining mode the
+release has, first on the pristine torch (`torchpatch revert`), then patched
+(`torchpatch apply`), each in a fresh process so that the files Dynamo
+imports are the ones on disk. Prints, for each form and mode, the exception
+and what its message says, and leaves the environment patched.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from inline_mode import modes
+
 REPRODUCER = Path(__file__).resolve().parent / "issue_126355.py"
+WIDTH = 150  # characters of a message shown
 
 
-def run_scenario(inline: str) -> dict:
+def run_forms(inline: str) -> dict:
     proc = subprocess.run(
         [sys.executable, str(REPRODUCER), inline],
         capture_output=True,
@@ -28,38 +32,45 @@ def run_scenario(inline: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def shown(error: dict) -> str:
+    text = f"{error['type']}: {error['message']}"
+    return text if len(text) <= WIDTH else text[: WIDTH - 3] + "..."
+
+
 def main() -> int:
-    rows = []
-    for torch_state, command in (("pristine", "revert"), ("patched", "apply")):
+    found = {}
+    for state, command in (("pristine", "revert"), ("patched", "apply")):
         subprocess.run(
             [sys.executable, "-m", "torchpatch", command],
             check=True,
             stdout=subprocess.DEVNULL,
         )
-        for inline, label in (("0", "off"), ("1", "on")):
-            result = run_scenario(inline)
-            rows.append((torch_state, label, result["type"], result["message"]))
+        for inline in modes():
+            found[state, inline] = run_forms(inline)
 
-    print("PyTorch issue 126355: `self.w += 1` inside control_flow.map, fullgraph=True")
+    version = metadata.version("torch")
+    print(f"PyTorch issue 126355 on torch {version}: an outer module mutated in a")
+    print("control_flow.map body, fullgraph=True")
+    for inline in modes():
+        for form in found["pristine", inline]:
+            print()
+            print(f"{form}   (inlining {'on' if inline == '1' else 'off'})")
+            for state in ("pristine", "patched"):
+                print(f"  {state:<9}{shown(found[state, inline][form])}")
+    # One exception type and one kind of message: the part before the
+    # attribute and module it names.
+    kinds = {
+        (e["type"], e["message"].split(":")[0])
+        for (state, _), errors in found.items()
+        if state == "patched"
+        for e in errors.values()
+    }
     print()
-    header = (
-        f"torch {metadata.version('torch')}",
-        "inlining",
-        "exception",
-        "message (first line)",
-    )
-    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(3)]
-    for row in (header, *rows):
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[3])
-    patched = [r for r in rows if r[0] == "patched"]
-    same = len({(r[2], r[3]) for r in patched}) == 1
-    print()
-    print(
-        "patched: the same error in both modes"
-        if same
-        else "patched: the modes still differ"
-    )
-    return 0 if same else 1
+    if len(kinds) == 1:
+        print(f"patched: one error for every form and mode: {' '.join(kinds.pop())}")
+        return 0
+    print("patched: the forms or modes still differ")
+    return 1
 
 
 if __name__ == "__main__":
