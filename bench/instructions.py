@@ -55,6 +55,7 @@ from torchpatch.series import supported_versions  # noqa: E402
 ROOT_SETATTR_N = (25, 50, 100)
 CASES = [
     *(("root_setattr", n) for n in ROOT_SETATTR_N),
+    ("root_state_setattr", 25),
     ("hop_body_wrap", 50),
     ("hop_body_map", 25),
     ("hop_body_module", 20),
@@ -62,7 +63,7 @@ CASES = [
     ("conv_net", None),
     ("error_path", None),
 ]
-SMOKE_CASES = [("root_setattr", 5), ("hop_body_module", 5)]
+SMOKE_CASES = [("root_setattr", 5), ("root_state_setattr", 5), ("hop_body_module", 5)]
 LAYOUTS = (0, 500, 1000)  # objects allocated before the worker imports torch
 # Shift the heap, then run the worker as its own __main__.
 _WITH_LAYOUT = (
@@ -119,8 +120,18 @@ def _totals(part: Path) -> int:
     raise SystemExit(f"bench: no totals in {part}")
 
 
-def measure_series(version: str, cases: list, layouts, modes, library) -> list[dict]:
+def series_modes(python: Path, wanted) -> list[int]:
+    """The wanted inlining modes that this venv's torch has."""
+    proc = subprocess.run(
+        [python, ROOT / "tools" / "inline_mode.py", "--modes"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return [m for m in wanted if str(m) in proc.stdout.split()]
+
+
+def measure_series(version: str, cases: list, layouts, wanted, library) -> list[dict]:
     python = ROOT / ".venvs" / f"torch-{version}" / "bin" / "python"
+    modes = series_modes(python, wanted)
     counts, profiled = {}, {}
     for state, command in STATES.items():
         subprocess.run([python, "-m", "torchpatch", command], check=True,

@@ -13,7 +13,8 @@ call; the parent fixes PYTHONHASHSEED and the heap layout.
     python bench/workloads.py LIBCALLGRIND_CTL INLINE CASES_JSON
     python bench/workloads.py --calls INLINE CASES_JSON
 
-INLINE is 0 or 1 (config.inline_inbuilt_nn_modules); CASES_JSON a list of
+INLINE is 0 or 1 (config.inline_inbuilt_nn_modules; 1 from 2.12 on, where
+modules are always inlined); CASES_JSON a list of
 [case, n] pairs. It prints the list of case keys it measured, in order; with
 --calls (no valgrind) it profiles the same trace with cProfile instead and
 prints {case key: Python function calls}, which the heap layout moves only
@@ -36,6 +37,7 @@ from functorch.experimental.control_flow import map as control_flow_map
 from torch._higher_order_ops.wrap import wrap
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from inline_mode import switchable  # noqa: E402
 from issue_126355 import Module as Seed  # noqa: E402
 
 
@@ -56,6 +58,21 @@ class RootSetattr(torch.nn.Module):
         self.stores = _function("stores", "self, x", lines, "x + 1")
         for i in range(16):
             setattr(self, f"v{i}", 0)
+
+    def forward(self, x):
+        return self.stores(self, x)
+
+
+class RootStateSetattr(torch.nn.Module):
+    """forward does n stores to registered buffers at the root tracer: the
+    stores the fix also checks outside SideEffects.store_attr."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        lines = [f"self.b{i % 4} = x + {i}" for i in range(n)]
+        self.stores = _function("stores", "self, x", lines, "x + self.b0")
+        for i in range(4):
+            self.register_buffer(f"b{i}", torch.zeros(4))
 
     def forward(self, x):
         return self.stores(self, x)
@@ -118,6 +135,8 @@ def workload(case: str, n: int | None):
     """(module, input) for a case."""
     if case == "root_setattr":
         return RootSetattr(n), torch.randn(4)
+    if case == "root_state_setattr":
+        return RootStateSetattr(n), torch.randn(4)
     if case in ("hop_body_wrap", "hop_body_map"):
         return HopBody(case.removeprefix("hop_body_"), n), torch.randn(3, 4)
     if case == "hop_body_module":
@@ -142,7 +161,10 @@ def trace(case: str, n: int | None, measure=None) -> None:
         measure[0]()
     try:
         compiled(x)
-    except torch._dynamo.exc.Unsupported:
+    except (
+        torch._dynamo.exc.Unsupported,
+        torch._dynamo.exc.UncapturedHigherOrderOpError,
+    ):
         if case != "error_path":
             raise
     finally:
@@ -153,7 +175,10 @@ def trace(case: str, n: int | None, measure=None) -> None:
 
 def main(library: str, inline: bool, cases: list) -> list[str] | dict[str, int]:
     torch.set_num_threads(1)
-    torch._dynamo.config.inline_inbuilt_nn_modules = inline
+    if switchable():
+        torch._dynamo.config.inline_inbuilt_nn_modules = inline
+    elif not inline:
+        raise SystemExit(f"torch {torch.__version__} always inlines nn modules")
     if library == "--calls":
         calls = {}
         for case, n in cases:
