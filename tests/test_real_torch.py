@@ -31,12 +31,14 @@ pytestmark = pytest.mark.skipif(
     reason=f"needs one of torch {', '.join(SUPPORTED)} installed",
 )
 
-# What each series may touch: the Dynamo files of the fix and the upstream
-# test of #126355.
+# What each series may touch: the Dynamo files of the fix, the graph break
+# registry (2.12+) and the upstream test of #126355.
 ALLOWED = {
     "torch/_dynamo/side_effects.py",
     "torch/_dynamo/variables/builtin.py",
     "torch/_dynamo/variables/nn_module.py",
+    "torch/_dynamo/variables/higher_order_ops.py",
+    "torch/_dynamo/graph_break_registry.json",
     "test/dynamo/test_misc.py",
 }
 
@@ -50,7 +52,7 @@ def dynamo_sources() -> dict[str, bytes]:
     return {
         p.as_posix(): p.locate().read_bytes()
         for p in metadata.files("torch")
-        if p.as_posix().startswith("torch/_dynamo/") and p.suffix == ".py"
+        if p.as_posix().startswith("torch/_dynamo/") and p.suffix in (".py", ".json")
     }
 
 
@@ -121,10 +123,12 @@ def test_export_applies_to_the_wheel_sources(real_install, tmp_path, capsys):
         cwd=tree,
         check=True,
     )
-    new_test = "test/dynamo/test_hop_mutation.py"
-    assert (tree / new_test).read_bytes() == (
-        bundle.data_root() / new_test
-    ).read_bytes()
+    found = series.load_series(SERIES_ROOT, TORCH.version)
+    assert found.tests
+    for new_test in found.tests:
+        assert (tree / new_test).read_bytes() == (
+            bundle.data_root() / new_test
+        ).read_bytes()
     main(["apply"])
     for path in touched_torch_files():
         assert (tree / path).read_bytes() == (real_install.root / path).read_bytes()
@@ -134,8 +138,9 @@ def test_export_applies_to_the_wheel_sources(real_install, tmp_path, capsys):
 @pytest.mark.parametrize("version", SUPPORTED)
 def test_patch_only_touches_what_the_issue_allows(version):
     found = series.load_series(SERIES_ROOT, version)
-    assert "test/dynamo/test_misc.py" in found.files
+    assert "torch/_dynamo/side_effects.py" in found.files
     assert set(found.files) <= ALLOWED
+    assert found.tests
 
 
 def test_killed_apply_and_revert_are_completed(real_install, capsys):
