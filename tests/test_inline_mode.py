@@ -61,18 +61,24 @@ def _env(value: str | None) -> dict[str, str]:
     return env
 
 
-def mode_inside(tmp_path: Path, value: str | None, how: str) -> str:
-    out = tmp_path / "mode.txt"
+def run_probe(tmp_path: Path, value: str | None, how: str):
+    """Run the probe test through the plugin or the runner; it writes the
+    mode it sees to mode.txt."""
     probe = tmp_path / "test_probe.py"
-    probe.write_text(PROBE.format(out=str(out)))
+    probe.write_text(PROBE.format(out=str(tmp_path / "mode.txt")))
     if how == "pytest":
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                    "-p", "inline_mode", str(probe)]  # fmt: skip
     else:
         command = [sys.executable, str(TOOLS / "inline_mode.py"), str(probe)]
-    proc = subprocess.run(
+    return subprocess.run(
         command, env=_env(value), cwd=tmp_path, capture_output=True, text=True
     )
+
+
+def mode_inside(tmp_path: Path, value: str | None, how: str) -> str:
+    out = tmp_path / "mode.txt"
+    proc = run_probe(tmp_path, value, how)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     shown = f"inline_inbuilt_nn_modules={out.read_text()}"
     assert shown in proc.stdout + proc.stderr
@@ -95,16 +101,7 @@ def test_modes_are_both_or_always_inlined():
 def test_off_is_refused_where_inlining_is_always_on(tmp_path, how):
     if "0" in modes():
         pytest.skip("this torch can switch inlining off")
-    probe = tmp_path / "test_probe.py"
-    probe.write_text(PROBE.format(out=str(tmp_path / "mode.txt")))
-    if how == "pytest":
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                   "-p", "inline_mode", str(probe)]  # fmt: skip
-    else:
-        command = [sys.executable, str(TOOLS / "inline_mode.py"), str(probe)]
-    proc = subprocess.run(
-        command, env=_env("0"), cwd=tmp_path, capture_output=True, text=True
-    )
+    proc = run_probe(tmp_path, "0", how)
     assert proc.returncode != 0
     assert "always inlines nn modules" in proc.stdout + proc.stderr
     assert not (tmp_path / "mode.txt").exists()
@@ -116,11 +113,6 @@ def test_unset_variable_keeps_the_release_default(tmp_path, how):
 
 
 def test_bad_value_is_refused(tmp_path):
-    probe = tmp_path / "test_probe.py"
-    probe.write_text(PROBE.format(out=str(tmp_path / "mode.txt")))
-    proc = subprocess.run(
-        [sys.executable, str(TOOLS / "inline_mode.py"), str(probe)],
-        env=_env("yes"), capture_output=True, text=True,
-    )  # fmt: skip
+    proc = run_probe(tmp_path, "yes", "runner")
     assert proc.returncode != 0
     assert f"{ENV} must be 0 or 1, not 'yes'" in proc.stderr
