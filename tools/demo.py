@@ -19,7 +19,7 @@ from pathlib import Path
 from inline_mode import modes
 
 REPRODUCER = Path(__file__).resolve().parent / "issue_126355.py"
-WIDTH = 150  # characters of a message shown
+WIDTH = 200  # characters of a message shown
 
 
 def run_forms(inline: str) -> dict:
