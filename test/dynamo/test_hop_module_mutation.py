@@ -180,6 +180,12 @@ MUTATIONS = {
 # forward's subgraph, so it graph breaks instead of compiling.
 ALIASED_RESULT = ("iadd_tensor", "iadd_buffer", "iadd_parameter")
 
+# Dynamo supports neither object.__setattr__ nor del on a module it does not
+# inline (an NNModuleVariable), even at the root.
+STATIC_MUTATIONS = tuple(
+    m for m in MUTATIONS if m != "object_setattr" and not MUTATIONS[m][2]
+)
+
 # The module whose attribute is mutated: the compiled module itself, a chain
 # of user-defined submodules, or a builtin one.
 TARGETS = ("self", "submodule", "submodule_of_submodule", "linear")
@@ -235,6 +241,13 @@ class Root(Model):
     def forward(self, x):
         self.mutate(self.target_module())
         return x + 1
+
+
+def static_model(hop, mutation):
+    """A Model that Dynamo does not inline: an NNModuleVariable."""
+    model = Model(hop, mutation, "self")
+    model.torchdynamo_force_dynamic = False
+    return model
 
 
 def make_input(hop):
@@ -391,21 +404,12 @@ Attempted to set attribute 'w' of nn.Module Module inside the body of torch.ops.
         self.assertModuleMutationBreak(error, hop, "rebind_int", "submodule")
         self.assertEqual(GLOBAL_LEAF.n, 0)
 
-    @parametrize(
-        "mutation",
-        # Dynamo supports neither object.__setattr__ nor del on a static
-        # module, even at the root.
-        [m for m in MUTATIONS if m != "object_setattr" and not MUTATIONS[m][2]],
-    )
+    @parametrize("mutation", STATIC_MUTATIONS)
     @parametrize("hop", ("wrap", "cond"))
     def test_static_module_mutation_breaks(self, hop, mutation):
         # A module Dynamo does not inline is an NNModuleVariable, refused by
         # the setattr builtin rather than by SideEffects.
-        def make_model():
-            model = Model(hop, mutation, "self")
-            model.torchdynamo_force_dynamic = False
-            return model
-
+        make_model = functools.partial(static_model, hop, mutation)
         error = compile_error(make_model(), make_input(hop))
         self.assertModuleMutationBreak(error, hop, mutation, "self")
         self.assertFallbackMatchesEager(make_model, make_input(hop))
@@ -489,6 +493,15 @@ class HopModuleMutationControlTests(HopMutationTestCase):
             lambda: Model("autograd_function", mutation, target),
             make_input("autograd_function"),
         )
+
+    @parametrize("mutation", STATIC_MUTATIONS)
+    def test_static_module_mutation_in_autograd_function_breaks(self, mutation):
+        # An autograd.Function forward may mutate an inlined module, not one
+        # that is installed in the graph as it is.
+        make_model = functools.partial(static_model, "autograd_function", mutation)
+        x = make_input("autograd_function")
+        self.assertEqual(graph_break(compile_error(make_model(), x))[0], GB_TYPE)
+        self.assertFallbackMatchesEager(make_model, x)
 
     @parametrize("target", TARGETS)
     @parametrize("mutation", MUTATIONS)
