@@ -37,7 +37,7 @@ from functorch.experimental.control_flow import map as control_flow_map
 from torch._higher_order_ops.wrap import wrap
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from inline_mode import switchable  # noqa: E402
+from inline_mode import set_mode  # noqa: E402
 from issue_126355 import Module as Seed  # noqa: E402
 
 
@@ -175,10 +175,7 @@ def trace(case: str, n: int | None, measure=None) -> None:
 
 def main(library: str, inline: bool, cases: list) -> list[str] | dict[str, int]:
     torch.set_num_threads(1)
-    if switchable():
-        torch._dynamo.config.inline_inbuilt_nn_modules = inline
-    elif not inline:
-        raise SystemExit(f"torch {torch.__version__} always inlines nn modules")
+    set_mode(inline)
     if library == "--calls":
         calls = {}
         for case, n in cases:

@@ -47,21 +47,27 @@ def modes() -> list[str]:
     return ["0", "1"] if switchable() else ["1"]
 
 
-def apply() -> bool:
-    """Set the config from the variable; return the mode now in force."""
+def set_mode(inline: bool) -> None:
+    """Switch inlining on or off, where this torch still can."""
     import torch
     import torch._dynamo.config as config
 
+    if switchable():
+        config.inline_inbuilt_nn_modules = inline
+    elif not inline:
+        raise SystemExit(
+            f"{ENV}=0: torch {torch.__version__} always inlines nn modules"
+        )
+
+
+def apply() -> bool:
+    """Set the config from the variable; return the mode now in force."""
+    import torch._dynamo.config as config
+
     wanted = requested()
-    if not switchable():
-        if wanted is False:
-            raise SystemExit(
-                f"{ENV}=0: torch {torch.__version__} always inlines nn modules"
-            )
-        return True
     if wanted is not None:
-        config.inline_inbuilt_nn_modules = wanted
-    return config.inline_inbuilt_nn_modules
+        set_mode(wanted)
+    return config.inline_inbuilt_nn_modules if switchable() else True
 
 
 def describe() -> str:

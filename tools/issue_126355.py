@@ -90,28 +90,26 @@ def summary(error: Exception) -> str:
     return f"{lines[0]}: {first}"
 
 
-def first_error(inline: bool, module: torch.nn.Module | None = None) -> dict:
+def first_error(module: torch.nn.Module | None = None) -> dict:
     module = Module() if module is None else module
     try:
-        with torch._dynamo.config.patch(inline_inbuilt_nn_modules=inline):
-            torch._dynamo.reset()
-            compiled = torch.compile(module, backend="eager", fullgraph=True)
-            compiled(torch.randn(3, 2))
+        torch._dynamo.reset()
+        compiled = torch.compile(module, backend="eager", fullgraph=True)
+        compiled(torch.randn(3, 2))
     except Exception as e:  # noqa: BLE001
         return {"type": type(e).__name__, "message": summary(e)}
     return {"type": "(no error)", "message": ""}
 
 
-def all_errors(inline: bool) -> dict:
-    errors = {"self.w += 1 (the issue)": first_error(inline)}
+def all_errors() -> dict:
+    errors = {"self.w += 1 (the issue)": first_error()}
     for form, mutate in FORMS.items():
-        errors[form] = first_error(inline, Forms(mutate))
+        errors[form] = first_error(Forms(mutate))
     return errors
 
 
 if __name__ == "__main__":
-    import warnings
+    from inline_mode import set_mode
 
-    # 2.12+ warns that the flag is a no-op; the demo asks only for mode 1 there.
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    print(json.dumps(all_errors(sys.argv[1] == "1")))
+    set_mode(sys.argv[1] == "1")
+    print(json.dumps(all_errors()))
