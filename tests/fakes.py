@@ -39,8 +39,12 @@ AFTER_FIRST = {
 }
 AFTER_SECOND = {SIDE_EFFECTS: _module("check", "second")}
 PATCHED = {**PRISTINE, **AFTER_FIRST, **AFTER_SECOND}
+# A test file the pull request adds (where it lands upstream, and where this
+# project keeps it), and one only this project runs: export leaves it out.
 NEW_TEST = "test/dynamo/test_new_behaviour.py"
+NEW_TEST_SOURCE = "test/this_era/test_new_behaviour.py"
 NEW_TEST_TEXT = b"def test_new():\n    assert True\n"
+EXTENDED_TEST = "test/this_era/test_extended.py"
 # A test file of another series: export must leave it out.
 UNLISTED_TEST = "test/dynamo/test_other_series.py"
 
@@ -86,8 +90,17 @@ def make_data(root: Path, upstream: Path, version: str = "2.4.1") -> Path:
     )
     names = sorted(p.name for p in series_dir.glob("*.patch"))
     (series_dir / "series").write_text("# test series\n" + "\n".join(names) + "\n")
-    (series_dir / "tests").write_text(f"# its tests\n{NEW_TEST}\n")
-    write_tree(root, {NEW_TEST: NEW_TEST_TEXT, UNLISTED_TEST: NEW_TEST_TEXT})
+    (series_dir / "tests").write_text(
+        f"# its tests\n{NEW_TEST_SOURCE} -> {NEW_TEST}\n{EXTENDED_TEST}\n"
+    )
+    write_tree(
+        root,
+        {
+            NEW_TEST_SOURCE: NEW_TEST_TEXT,
+            EXTENDED_TEST: NEW_TEST_TEXT,
+            UNLISTED_TEST: NEW_TEST_TEXT,
+        },
+    )
     return root
 
 

@@ -6,7 +6,7 @@ import subprocess
 
 import fakes
 import pytest
-from fakes import NEW_TEST, NEW_TEST_TEXT, PATCHED, UNLISTED_TEST
+from fakes import EXTENDED_TEST, NEW_TEST, NEW_TEST_TEXT, PATCHED, UNLISTED_TEST
 
 
 def test_export_applies_with_git_apply_and_git_am(run, source_tree, tmp_path):
@@ -39,6 +39,8 @@ def test_export_adds_only_the_tests_the_series_lists(run, data, tmp_path):
     assert code == 0
     assert stdout.strip().endswith(f"series plus {NEW_TEST}")
     assert UNLISTED_TEST not in out.read_text()
+    assert EXTENDED_TEST not in out.read_text()
+    assert "test/this_era/" not in out.read_text()
     (data / "patches/torch-2.4.1/tests").unlink()
     code, stdout, _ = run("export", str(out))
     assert code == 0

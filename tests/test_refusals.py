@@ -11,7 +11,9 @@ import fakes
 import pytest
 from fakes import BUILTIN, SIDE_EFFECTS, SRC
 
+from torchpatch import series
 from torchpatch.cli import main
+from torchpatch.errors import UnsupportedVersion
 
 UNSHARE = ["unshare", "--user", "--map-root-user", "--mount"]
 
@@ -113,11 +115,16 @@ def test_malformed_series_file(run, install, data, series_text, message):
         ("test/../patches/x.py\n", "must be a path under test/"),
         ("/abs/test.py\n", "must be a path under test/"),
         ("{new}\n{new}\n", "is listed twice"),
+        ("{new} -> \n", "names no upstream path"),
+        ("{new} -> torch/x.py\n", "must be a path under test/"),
+        ("{new} -> test/a.py\n{ext} -> test/a.py\n", "is exported twice"),
     ],
 )
 def test_malformed_tests_file(run, install, data, tests_text, message):
     tests_file = data / "patches/torch-2.4.1/tests"
-    tests_file.write_text(tests_text.format(new=fakes.NEW_TEST))
+    tests_file.write_text(
+        tests_text.format(new=fakes.NEW_TEST_SOURCE, ext=fakes.EXTENDED_TEST)
+    )
     before = install.snapshot()
     err = refused(run, install, "apply")
     assert message in err
@@ -212,3 +219,16 @@ def test_export_to_a_read_only_folder(data, tmp_path):
         f"torchpatch: error: cannot write {folder / 'x.patch'}: Read-only file system\n"
     )
     assert list(folder.iterdir()) == []
+
+
+def test_versions_are_listed_in_release_order(tmp_path):
+    for version in ("2.13.0", "2.4.1", "2.15.0", "2.6.0"):
+        (tmp_path / f"torch-{version}").mkdir()
+        (tmp_path / f"torch-{version}" / "series").write_text("")
+    assert series.supported_versions(tmp_path) == ["2.4.1", "2.6.0", "2.13.0", "2.15.0"]
+    with pytest.raises(UnsupportedVersion) as refused:
+        series.load_series(tmp_path, "2.16.0.dev20261201")
+    assert str(refused.value) == (
+        "no patch series for torch 2.16.0.dev20261201; "
+        "supported versions: 2.4.1, 2.6.0, 2.13.0, 2.15.0"
+    )

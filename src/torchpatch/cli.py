@@ -136,7 +136,7 @@ def _export(args: argparse.Namespace) -> int:
         out.write_bytes(text)
     except OSError as error:
         raise TorchPatchError(f"cannot write {out}: {error.strerror}") from None
-    tests = ", ".join(found.tests) or "no test files"
+    tests = ", ".join(t.upstream for t in found.exported_tests) or "no test files"
     print(f"wrote {out}: torch {version} series plus {tests}")
     return 0
 

@@ -4,8 +4,9 @@ The result is a single `git format-patch` mail that `git apply` and `git am`
 take on a PyTorch checkout of the series' release. Its message is the first
 patch's (a series of several lists the others' subjects and bodies after
 it), its diff the series' diffs followed by a new-file section for every
-test file the series lists (its `tests` file). A file that several patches
-touch gets one section per patch; git applies them in order.
+test file the series exports (the `FILE -> PATH` lines of its `tests` file),
+created at PATH. A file that several patches touch gets one section per
+patch; git applies them in order.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ _SIGNATURE = re.compile(rb"\n-- \n[^\n]*\n*\Z")
 _NUMBERED_SUBJECT = re.compile(rb"^Subject: \[PATCH [^\]]*\]", re.MULTILINE)
 
 
-def build(series: Series, tests_root: Path) -> bytes:
-    """The upstream patch; tests_root holds the series' tests as they land."""
+def build(series: Series, data_root: Path) -> bytes:
+    """The upstream patch; data_root holds the series' test files."""
     if not series.patches:
         raise MalformedSeries(f"{series.directory} has no patches to export")
     parts = [_split(patch) for patch in series.patches]
@@ -31,9 +32,9 @@ def build(series: Series, tests_root: Path) -> bytes:
     for (_, extra_message, _), patch in zip(parts[1:], series.patches[1:]):
         header += b"\n" + patch.subject.encode() + b"\n\n" + extra_message
     diff = b"".join(d for _, _, d in parts)
-    for relpath in series.tests:
-        diff += git.new_file_diff(tests_root, relpath)
-    stat = git.diffstat(diff, cwd=tests_root)
+    for test in series.exported_tests:
+        diff += git.new_file_diff(data_root / test.path, test.upstream)
+    stat = git.diffstat(diff, cwd=data_root)
     signature = _SIGNATURE.search(series.patches[0].read())
     trailer = signature.group(0).lstrip(b"\n") if signature else b""
     return header + b"---\n" + stat + b"\n" + diff + trailer

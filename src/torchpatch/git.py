@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -49,24 +50,29 @@ def apply(
         raise PatchDoesNotApply(f"{patch.name} does not apply {how}cleanly:\n{detail}")
 
 
-def new_file_diff(root: Path, relpath: str) -> bytes:
-    """A `diff --git` section that creates root/relpath, as format-patch writes it."""
-    proc = _run(
-        [
-            "-c",
-            "core.quotepath=off",
-            "diff",
-            "--no-index",
-            "--no-color",
-            "--no-ext-diff",
-            "--full-index",
-            "--src-prefix=a/",
-            "--dst-prefix=b/",
-            "/dev/null",
-            relpath,
-        ],
-        cwd=root,
-    )
+def new_file_diff(source: Path, relpath: str) -> bytes:
+    """A `diff --git` section that creates relpath with the bytes of source,
+    as format-patch writes it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp)
+        (tree / relpath).parent.mkdir(parents=True)
+        shutil.copyfile(source, tree / relpath)
+        proc = _run(
+            [
+                "-c",
+                "core.quotepath=off",
+                "diff",
+                "--no-index",
+                "--no-color",
+                "--no-ext-diff",
+                "--full-index",
+                "--src-prefix=a/",
+                "--dst-prefix=b/",
+                "/dev/null",
+                relpath,
+            ],
+            cwd=tree,
+        )
     if proc.returncode != 1:  # --no-index exits 1 when the files differ
         raise RuntimeError(proc.stderr.decode(errors="replace"))
     return proc.stdout

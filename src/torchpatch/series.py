@@ -4,7 +4,11 @@ The series file is quilt's: one patch file name per line, applied in order;
 blank lines and lines starting with `#` are ignored. Every patch is in
 `git format-patch` form with paths relative to the PyTorch source root.
 An optional `tests` file next to it lists, the same way, this project's test
-files for the series (paths under test/, as they land upstream).
+files for the series, under test/: `FILE` for one that only this project
+runs (an extended suite), `FILE -> PATH` for one the pull request adds as
+PATH in PyTorch's tree (`torchpatch export` writes it there as a new file).
+Each era keeps its own variant of a file, and the series names the one that
+fits its release.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ SERIES_FILE = "series"
 TESTS_FILE = "tests"
 _DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
 _SUBJECT_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
+_EXPORTED_AS = "->"
 
 
 @dataclass(frozen=True)
@@ -35,22 +40,40 @@ class Patch:
 
 
 @dataclass(frozen=True)
+class TestFile:
+    path: str  # in this repository, under test/
+    upstream: str | None = None  # where the pull request adds it, if it does
+
+
+@dataclass(frozen=True)
 class Series:
     version: str
     directory: Path
     patches: tuple[Patch, ...]
-    tests: tuple[str, ...] = ()  # this project's test files, under test/
+    tests: tuple[TestFile, ...] = ()  # this project's test files
+
+    @property
+    def exported_tests(self) -> tuple[TestFile, ...]:
+        return tuple(t for t in self.tests if t.upstream is not None)
 
     @property
     def files(self) -> tuple[str, ...]:
         return tuple(sorted({f for patch in self.patches for f in patch.files}))
 
 
+def version_key(version: str) -> tuple[int, ...]:
+    """Release order: 2.4.1 < 2.6.0 < 2.13.0 (not the order of the strings)."""
+    return tuple(int(part) for part in re.findall(r"\d+", version))
+
+
 def supported_versions(patches_root: Path) -> list[str]:
     return sorted(
-        d.name.removeprefix("torch-")
-        for d in patches_root.glob("torch-*")
-        if (d / SERIES_FILE).is_file()
+        (
+            d.name.removeprefix("torch-")
+            for d in patches_root.glob("torch-*")
+            if (d / SERIES_FILE).is_file()
+        ),
+        key=version_key,
     )
 
 
@@ -85,19 +108,30 @@ def _lines(listing: Path):
             yield f"{listing}:{lineno}", line
 
 
-def _load_tests(tests_file: Path, data_root: Path) -> tuple[str, ...]:
+def _load_tests(tests_file: Path, data_root: Path) -> tuple[TestFile, ...]:
     if not tests_file.is_file():
         return ()
-    tests: list[str] = []
+    tests: list[TestFile] = []
     for where, line in _lines(tests_file):
-        path = Path(line)
-        if path.is_absolute() or ".." in path.parts or path.parts[0] != "test":
-            raise MalformedSeries(f"{where}: {line!r} must be a path under test/")
+        path, arrow, upstream = (part.strip() for part in line.partition(_EXPORTED_AS))
+        if arrow and not upstream:
+            raise MalformedSeries(f"{where}: {line!r} names no upstream path")
+        for listed in (path, upstream) if arrow else (path,):
+            relpath = Path(listed)
+            if (
+                relpath.is_absolute()
+                or ".." in relpath.parts
+                or relpath.parts[0] != "test"
+                or len(listed.split()) != 1
+            ):
+                raise MalformedSeries(f"{where}: {listed!r} must be a path under test/")
         if not (data_root / path).is_file():
-            raise MalformedSeries(f"{where}: {line!r} does not exist")
-        if line in tests:
-            raise MalformedSeries(f"{where}: {line!r} is listed twice")
-        tests.append(path.as_posix())
+            raise MalformedSeries(f"{where}: {path!r} does not exist")
+        if any(path == t.path for t in tests):
+            raise MalformedSeries(f"{where}: {path!r} is listed twice")
+        if arrow and any(upstream == t.upstream for t in tests):
+            raise MalformedSeries(f"{where}: {upstream!r} is exported twice")
+        tests.append(TestFile(Path(path).as_posix(), upstream or None))
     return tuple(tests)
 
 
