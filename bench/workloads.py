@@ -36,8 +36,9 @@ import torch._dynamo
 from functorch.experimental.control_flow import map as control_flow_map
 from torch._higher_order_ops.wrap import wrap
 
+from torchpatch.inline_mode import set_mode
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from inline_mode import set_mode  # noqa: E402
 from issue_126355 import Module as Seed  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""tools/inline_mode.py switches inlining for real, on the installed torch.
+"""torchpatch.inline_mode switches inlining for real, on the installed torch.
 
 torch 2.6.0 and later ignore TORCHDYNAMO_INLINE_INBUILT_NN_MODULES, so these
 tests read the config from inside a test run, both through the pytest
@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-TOOLS = Path(__file__).resolve().parents[1] / "tools"
+RUNNER = [sys.executable, "-m", "torchpatch.inline_mode"]
 ENV = "TORCHDYNAMO_INLINE_INBUILT_NN_MODULES"
 PROBE = """\
 import unittest
@@ -38,7 +38,7 @@ if __name__ == "__main__":
 
 def modes() -> list[str]:
     proc = subprocess.run(
-        [sys.executable, str(TOOLS / "inline_mode.py"), "--modes"],
+        [*RUNNER, "--modes"],
         env=_env(None), capture_output=True, text=True, check=True,
     )  # fmt: skip
     return proc.stdout.split()
@@ -57,7 +57,6 @@ def _env(value: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != ENV}
     if value is not None:
         env[ENV] = value
-    env["PYTHONPATH"] = str(TOOLS)
     return env
 
 
@@ -67,10 +66,11 @@ def run_probe(tmp_path: Path, value: str | None, how: str):
     probe = tmp_path / "test_probe.py"
     probe.write_text(PROBE.format(out=str(tmp_path / "mode.txt")))
     if how == "pytest":
+        # The plugin is registered by installing torchpatch: no -p needed.
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                   "-p", "inline_mode", str(probe)]  # fmt: skip
+                   str(probe)]  # fmt: skip
     else:
-        command = [sys.executable, str(TOOLS / "inline_mode.py"), str(probe)]
+        command = [*RUNNER, str(probe)]
     return subprocess.run(
         command, env=_env(value), cwd=tmp_path, capture_output=True, text=True
     )
@@ -81,7 +81,11 @@ def mode_inside(tmp_path: Path, value: str | None, how: str) -> str:
     proc = run_probe(tmp_path, value, how)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     shown = f"inline_inbuilt_nn_modules={out.read_text()}"
-    assert shown in proc.stdout + proc.stderr
+    # The plugin says nothing, and imports nothing, when the variable is unset.
+    if value is not None or how == "runner":
+        assert shown in proc.stdout + proc.stderr
+    else:
+        assert f"({ENV}=" not in proc.stdout + proc.stderr
     return out.read_text()
 
 

@@ -16,7 +16,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from inline_mode import modes
+from torchpatch.inline_mode import modes
 
 REPRODUCER = Path(__file__).resolve().parent / "issue_126355.py"
 WIDTH = 200  # characters of a message shown

@@ -109,7 +109,7 @@ def all_errors() -> dict:
 
 
 if __name__ == "__main__":
-    from inline_mode import set_mode
+    from torchpatch.inline_mode import set_mode
 
     set_mode(sys.argv[1] == "1")
     print(json.dumps(all_errors()))

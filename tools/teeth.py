@@ -16,9 +16,8 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from inline_mode import modes
-
 from torchpatch import bundle, series
+from torchpatch.inline_mode import modes
 from torchpatch.targets import InstalledTorch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,14 +33,10 @@ def run_tests(selection: list[str], inline: str) -> dict[str, int]:
     """pytest's counts for selection, in a process with the given mode."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.xml"
-        env = dict(
-            os.environ,
-            TORCHDYNAMO_INLINE_INBUILT_NN_MODULES=inline,
-            PYTHONPATH=str(ROOT / "tools"),
-        )
+        env = dict(os.environ, TORCHDYNAMO_INLINE_INBUILT_NN_MODULES=inline)
         subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-             "-p", "no:logging", "-p", "inline_mode", f"--junitxml={report}",
+             "-p", "no:logging", f"--junitxml={report}",
              *selection],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=False,
         )  # fmt: skip
@@ -57,7 +52,8 @@ def run_tests(selection: list[str], inline: str) -> dict[str, int]:
 
 def main() -> int:
     version = InstalledTorch.find().version
-    tests = series.load_series(bundle.data_root() / "patches", version).tests
+    found = series.load_series(bundle.data_root() / "patches", version)
+    tests = [t.path for t in found.tests]
     if not tests:
         print(f"teeth: the torch {version} series lists no tests", file=sys.stderr)
         return 1

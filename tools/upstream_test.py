@@ -14,7 +14,7 @@ of that release) or else the matching folder of ../shared/upstream/
    test_map_side_effects` of the patched tree passes on the patched torch
    and fails on the pristine one, with TORCHDYNAMO_INLINE_INBUILT_NN_MODULES
    unset and set to each mode of the release (run through
-   tools/inline_mode.py, since 2.6.0 and later ignore the variable).
+   torchpatch.inline_mode, since 2.6.0 and later ignore the variable).
 3. regressions: each of FILES that the folder has, in each mode, the
    pristine tree's tests on the pristine torch against the patched tree's
    on the patched torch, test by test. A test that passes pristine and
@@ -37,8 +37,9 @@ from collections import Counter
 from importlib import metadata
 from pathlib import Path
 
-from inline_mode import modes
 from torch_states import STATES, torch_states
+
+from torchpatch.inline_mode import modes
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "upstream"
@@ -128,18 +129,17 @@ def mode_env(mode: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in (ENV, "CI")}
     if mode is not None:
         env[ENV] = mode
-    env["PYTHONPATH"] = str(ROOT / "tools")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
 
 def seed(tree: Path, pythons: dict[str, Path]) -> list[str]:
     problems = []
-    runner = ROOT / "tools" / "inline_mode.py"
+    runner = ["-m", "torchpatch.inline_mode"]
     for mode in (None, *modes()):
         for state, python in pythons.items():
             proc = subprocess.run(
-                [python, runner, *SEED], cwd=tree, env=mode_env(mode),
+                [python, *runner, *SEED], cwd=tree, env=mode_env(mode),
                 capture_output=True, text=True, timeout=TIMEOUT,
             )  # fmt: skip
             ran_one = "Ran 1 test" in proc.stderr
@@ -178,7 +178,7 @@ def regressions(trees: dict[str, Path], pythons: dict[str, Path]) -> list[str]:
                 log = reports[state].with_suffix(".log").open("w")
                 procs[state] = subprocess.Popen(
                     [python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                     "-p", "no:logging", "-p", "inline_mode",
+                     "-p", "no:logging",
                      # This repository's pytest settings are not upstream's.
                      "-c", os.devnull, f"--rootdir={trees[state]}",
                      f"--junitxml={reports[state]}",

@@ -8,11 +8,13 @@ no-op (modules are always inlined): there is one mode, "1", and asking for
 "0" is an error. This module sets the config from the variable ("0" or "1";
 unset keeps the release's default) before any test module is imported:
 
-- as a pytest plugin: `PYTHONPATH=tools pytest -p inline_mode ...`; the
-  session's summary names the mode in force at its end;
+- as a pytest plugin, which installing torchpatch registers: with the
+  variable set, `TORCHDYNAMO_INLINE_INBUILT_NN_MODULES=0 pytest ...` runs
+  with inlining off and the session's summary names the mode in force at
+  its end; with it unset the plugin does nothing (it does not import torch);
 - as a runner for unittest-style files, the way PyTorch's CI runs them:
-  `python tools/inline_mode.py test/dynamo/test_misc.py -k ...`;
-- `python tools/inline_mode.py --modes` prints the modes this torch has.
+  `python -m torchpatch.inline_mode test/dynamo/test_misc.py -k ...`;
+- `python -m torchpatch.inline_mode --modes` prints the modes this torch has.
 """
 
 from __future__ import annotations
@@ -83,16 +85,20 @@ def describe() -> str:
 
 
 def pytest_configure(config) -> None:
-    apply()
+    if requested() is not None:
+        apply()
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    terminalreporter.write_line(describe())
+    if requested() is not None:
+        terminalreporter.write_line(describe())
 
 
 def main(argv: list[str]) -> None:
     if len(argv) < 2:
-        raise SystemExit(f"usage: {argv[0]} TEST_FILE [ARGS...] | --modes")
+        raise SystemExit(
+            "usage: python -m torchpatch.inline_mode TEST_FILE [ARGS...] | --modes"
+        )
     if argv[1] == "--modes":
         print(" ".join(modes()))
         return
