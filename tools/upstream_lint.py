@@ -1,0 +1,132 @@
+"""Upstream's lint on what a series changes: no new finding in its files.
+
+For the torch of this interpreter and its series, writes each file the series
+touches under torch/ as the wheel has it and as the series leaves it, plus
+the test files the series adds upstream, and runs on both trees:
+
+- ruff check with the settings of PyTorch's pyproject.toml
+  (lint/ruff-upstream.toml), and ruff format --check with them;
+- flake8 with the rules upstream leaves to it (the codes its pyproject.toml
+  marks external, and B950 at its 120 columns);
+- the graph-break registry check of its GB_REGISTRY lint
+  (tools/registry_lint.py), from 2.12 on.
+
+A finding counts as new when the patched file has more of it (same code and
+message, wherever the line) than the wheel's file: the wheel's own findings,
+from a newer ruff than the release was linted with, are not the patch's to
+fix. A file the series adds must have none. mypy is not run: it needs a type
+check of all of torch's sources, which does not fit CI's time here.
+
+    python tools/upstream_lint.py       # with a release venv's python
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from torchpatch import bundle, series
+from torchpatch.targets import InstalledTorch
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / "build" / "upstream-lint"
+TOOLS = ROOT / ".venvs" / "lint" / "bin"
+RUFF_CONFIG = ROOT / "lint" / "ruff-upstream.toml"
+FLAKE8_ONLY = (
+    "B901,B909,E115,E201,E221,E225,E226,E227,E231,E241,E261,E262,E265,E266,"
+    "E272,E306,B950"
+)
+# path:line:col: CODE message
+_FINDING = re.compile(r"^(?P<path>[^:\s]+):\d+:\d+: (?P<code>[A-Z]+\d+) (?P<text>.*)$")
+
+
+def torchpatch(command: str) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "torchpatch", command],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def write_trees(install: InstalledTorch, found: series.Series) -> list[str]:
+    """WORK/pristine and WORK/patched; the paths linted, relative to both."""
+    shutil.rmtree(WORK, ignore_errors=True)
+    touched = [f for f in found.files if f.startswith("torch/") and f.endswith(".py")]
+    for state, command in (("pristine", "revert"), ("patched", "apply")):
+        torchpatch(command)
+        for path in touched:
+            (WORK / state / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(install.root / path, WORK / state / path)
+    for test in found.exported_tests:
+        target = WORK / "patched" / test.upstream
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(bundle.data_root() / test.path, target)
+    return touched + [t.upstream for t in found.exported_tests]
+
+
+def findings(tree: Path, paths: list[str]) -> Counter:
+    present = [p for p in paths if (tree / p).is_file()]
+    if not present:
+        return Counter()
+    commands = [
+        [TOOLS / "ruff", "check", "--config", RUFF_CONFIG, "--no-cache",
+         "--output-format=concise", *present],
+        [TOOLS / "flake8", f"--select={FLAKE8_ONLY}", "--max-line-length=120",
+         *present],
+    ]  # fmt: skip
+    found: Counter = Counter()
+    for command in commands:
+        proc = subprocess.run(command, cwd=tree, capture_output=True, text=True)
+        for line in proc.stdout.splitlines():
+            match = _FINDING.match(line.strip())
+            if match:
+                found[(match["path"], match["code"], match["text"])] += 1
+    return found
+
+
+def unformatted(tree: Path, paths: list[str]) -> set[str]:
+    bad = set()
+    for path in paths:
+        if (tree / path).is_file():
+            proc = subprocess.run(
+                [TOOLS / "ruff", "format", "--config", RUFF_CONFIG, "--check",
+                 "--no-cache", path],
+                cwd=tree, capture_output=True, text=True,
+            )  # fmt: skip
+            if proc.returncode != 0:
+                bad.add(path)
+    return bad
+
+
+def main() -> int:
+    install = InstalledTorch.find()
+    found = series.load_series(bundle.data_root() / "patches", install.version)
+    paths = write_trees(install, found)
+    pristine, patched = WORK / "pristine", WORK / "patched"
+    new = findings(patched, paths) - findings(pristine, paths)
+    problems = [
+        f"{path}: {code} {text}" + (f" (x{n})" if n > 1 else "")
+        for (path, code, text), n in sorted(new.items())
+    ]
+    problems += [
+        f"{path}: not formatted as ruff format with upstream's settings would"
+        for path in sorted(unformatted(patched, paths) - unformatted(pristine, paths))
+    ]
+    print(
+        f"upstream lint, torch {install.version} series: {len(paths)} files "
+        f"({', '.join(paths)}): {len(problems)} new findings"
+    )
+    for problem in problems:
+        print(f"upstream lint: {problem}", file=sys.stderr)
+    registry = subprocess.run(
+        [sys.executable, ROOT / "tools" / "registry_lint.py"], check=False
+    )
+    return 1 if problems or registry.returncode else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
