@@ -25,8 +25,11 @@ one per core. Leaves the series applied.
     python bench/instructions.py                  # `make bench`: every series
     python bench/instructions.py --torch 2.6.0    # one series
     python bench/instructions.py --smoke          # seconds of tracing, for make test
+    python bench/instructions.py --calls          # `make bench-calls`: calls only
 
-Writes bench/results/latest.json (smoke: bench/results/smoke.json).
+Writes bench/results/latest.json (smoke: smoke.json; --calls: calls.json).
+Fails if the series adds a Python call to a workload that refuses nothing
+(FREE_CASES): the smoke run in `make test` keeps that so on every series.
 """
 
 from __future__ import annotations
@@ -64,6 +67,11 @@ CASES = [
     ("error_path", None),
 ]
 SMOKE_CASES = [("root_setattr", 5), ("root_state_setattr", 5), ("hop_body_module", 5)]
+# Workloads that refuse nothing and walk no set hashed by id(): the series
+# must add no Python call to their traces (hop_body_map's count moves with
+# the heap layout, see README).
+FREE_CASES = ("root_setattr", "root_state_setattr", "hop_body_wrap", "hop_body_module",
+              "mlp", "conv_net")  # fmt: skip
 LAYOUTS = (0, 500, 1000)  # objects allocated before the worker imports torch
 # Shift the heap, then run the worker as its own __main__.
 _WITH_LAYOUT = (
@@ -123,7 +131,7 @@ def _totals(part: Path) -> int:
 def series_modes(python: Path, wanted) -> list[int]:
     """The wanted inlining modes that this venv's torch has."""
     proc = subprocess.run(
-        [python, ROOT / "tools" / "inline_mode.py", "--modes"],
+        [python, "-m", "torchpatch.inline_mode", "--modes"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     return [m for m in wanted if str(m) in proc.stdout.split()]
@@ -221,6 +229,41 @@ def machine() -> str:
     return f"{cpu}, {platform.system()} {platform.release()}, {valgrind}"
 
 
+def count_calls(version: str, cases: list, wanted) -> list[dict]:
+    """Python calls added by the series to each case's trace (cProfile only)."""
+    python = ROOT / ".venvs" / f"torch-{version}" / "bin" / "python"
+    modes = series_modes(python, wanted)
+    profiled = {}
+    for state, command in STATES.items():
+        subprocess.run([python, "-m", "torchpatch", command], check=True,
+                       stdout=subprocess.DEVNULL)  # fmt: skip
+        for inline in modes:
+            profiled[(state, inline)] = calls(python, inline, cases)
+    return [
+        {
+            "series": version,
+            "case": case,
+            "n": n,
+            "inlining": inline,
+            "pristine_calls": profiled[("pristine", inline)][f"{case}:{n}"],
+            "calls_added": profiled[("patched", inline)][f"{case}:{n}"]
+            - profiled[("pristine", inline)][f"{case}:{n}"],
+        }
+        for inline in modes
+        for case, n in cases
+    ]
+
+
+def refusing_nothing_pays(rows: list[dict]) -> list[str]:
+    """The rows that refuse nothing yet make more Python calls patched."""
+    return [
+        f"torch {r['series']} {r['case']} n={r['n']} inlining={r['inlining']}: "
+        f"{r['calls_added']:+d} calls"
+        for r in rows
+        if r["case"] in FREE_CASES and r["calls_added"] != 0
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -230,7 +273,24 @@ def main() -> int:
         metavar="VERSION",
     )
     parser.add_argument("--smoke", action="store_true", help="tiny and fast")
+    parser.add_argument(
+        "--calls", action="store_true", help="Python calls added only, no callgrind"
+    )
     args = parser.parse_args()
+    if args.calls:
+        rows = []
+        for version in args.torch:
+            rows += count_calls(version, CASES, (0, 1))
+        out = BENCH / "results" / "calls.json"
+        out.write_text(json.dumps({"rows": rows}, indent=2) + "\n")
+        for r in rows:
+            print(f"{r['series']:<7} {r['case']:<19} {r['n'] or '':>4} "
+                  f"inlining={r['inlining']} {r['calls_added']:+d}")  # fmt: skip
+        paying = refusing_nothing_pays(rows)
+        if paying:
+            raise SystemExit("bench: calls added where nothing is refused:\n"
+                             + "\n".join(paying))  # fmt: skip
+        return 0
     if args.smoke:
         cases, layouts, modes = SMOKE_CASES, LAYOUTS[:1], (1,)
         out = BENCH / "results" / "smoke.json"
@@ -263,6 +323,10 @@ def main() -> int:
           f"wrote {out} in {result['seconds']} s")  # fmt: skip
     if any(r["pristine"] <= 0 or r["patched"] <= 0 for r in rows):
         raise SystemExit("bench: a workload counted no instructions")
+    paying = refusing_nothing_pays(rows)
+    if paying:
+        raise SystemExit("bench: calls added where nothing is refused:\n"
+                         + "\n".join(paying))  # fmt: skip
     return 0
 
 
