@@ -1,0 +1,263 @@
+"""Write the pull request: the patch against main and its description.
+
+Run with the python of the newest release's venv (`make pr`), whose series
+is the pull request. It writes, under build/pr/:
+
+- fix-126355.patch: `torchpatch export` of the series, one `git format-patch`
+  mail with the fix, the changes to PyTorch's own tests and the new test
+  file; checked here with `git apply` on a tree of this wheel's
+  torch/_dynamo plus the new test file (PyTorch's other test files are not
+  in the wheel; patches/torch-<version>/UPSTREAM says where their hunks
+  were checked);
+- PR.md: title and body in PyTorch's conventions, with a before/after
+  table from a real run of tools/issue_126355.py on the pristine and the
+  patched torch, and the new test file's results in both states.
+
+It leaves the venv's torch patched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+from demo import run_forms
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from instructions import FREE_CASES  # noqa: E402
+
+from torchpatch import bundle, series
+from torchpatch.targets import InstalledTorch
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "build" / "pr"
+ISSUE = 126355
+
+
+def torchpatch(*args: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "torchpatch", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def check_applies(patch: Path, found: series.Series, torch_root: Path) -> None:
+    """git apply on the wheel's sources must give what torchpatch installs."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp)
+        torchpatch("revert")
+        for path in found.files:
+            if path.startswith("torch/"):
+                (tree / path).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(torch_root / path, tree / path)
+        torchpatch("apply")
+        includes = ["--include=torch/*"] + [
+            f"--include={t.upstream}" for t in found.exported_tests
+        ]
+        subprocess.run(["git", "apply", *includes, str(patch)], cwd=tree, check=True)
+        for path in found.files:
+            if path.startswith("torch/") and (
+                (tree / path).read_bytes() != (torch_root / path).read_bytes()
+            ):
+                raise SystemExit(f"pr: git apply and torchpatch differ on {path}")
+
+
+def run_test_file(path: Path) -> dict:
+    """`python <test file>`, as PyTorch's CI runs it: counts and seconds."""
+    proc = subprocess.run(
+        [sys.executable, path.name], cwd=path.parent,
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    ran = re.search(r"^Ran (\d+) tests? in ([\d.]+)s$", proc.stderr, re.MULTILINE)
+    if ran is None:
+        raise SystemExit(f"pr: {path} did not run:\n{proc.stderr[-3000:]}")
+    tests = int(ran.group(1))
+    failed = sum(
+        int(n)
+        for n in re.findall(r"(?:failures|errors)=(\d+)", proc.stderr[ran.end() :])
+    )
+    return {
+        "command": f"python {path.name}",
+        "exit_code": proc.returncode,
+        "tests": tests,
+        "failed": failed,
+        "passed": tests - failed,
+        "seconds": round(float(ran.group(2))),
+    }
+
+
+def calls_added(version: str) -> str:
+    """What bench/results/calls.json says of the series' cost, if it has it."""
+    results = ROOT / "bench" / "results" / "calls.json"
+    rows = [
+        r
+        for r in json.loads(results.read_text())["rows"]
+        if r["series"] == version and r["case"] in FREE_CASES
+    ] if results.is_file() else []  # fmt: skip
+    if not rows:
+        return "not measured for this release (`make bench-calls`)"
+    added = sorted({r["calls_added"] for r in rows})
+    cases = ", ".join(sorted({r["case"] for r in rows}))
+    return (
+        f"{' / '.join(f'{a:+d}' for a in added)} Python calls added to the "
+        f"traces of {cases} (cProfile, torch {version})"
+    )
+
+
+def cell(error: dict) -> str:
+    text = (
+        f"`{error['type']}`: {error['message']}" if error["message"] else error["type"]
+    )
+    return text.replace("|", "\\|")
+
+
+def before_after(version: str) -> tuple[str, dict]:
+    """The table of errors, pristine and patched, and the test file's results."""
+    found = series.load_series(bundle.data_root() / "patches", version)
+    (test,) = [t for t in found.exported_tests if t.upstream.startswith("test/dynamo/")]
+    errors, results = {}, {}
+    for state, command in (("pristine", "revert"), ("patched", "apply")):
+        torchpatch(command)
+        errors[state] = run_forms("1")
+        results[state] = run_test_file(bundle.data_root() / test.path)
+    rows = [
+        "| mutation in a `control_flow.map` body | before | after |",
+        "|---|---|---|",
+    ]
+    for form in errors["pristine"]:
+        rows.append(
+            f"| `{form}` | {cell(errors['pristine'][form])} "
+            f"| {cell(errors['patched'][form])} |"
+        )
+    return "\n".join(rows), {"test": test.upstream, **results}
+
+
+def body(version: str, table: str, tests: dict, found: series.Series) -> str:
+    torch_version = metadata.version("torch")
+    pristine, patched = tests["pristine"], tests["patched"]
+    upstream = (found.directory / "UPSTREAM").read_text()
+    checked = re.findall(r"^(test/\S+)\s+([0-9a-f]{40})$", upstream, re.MULTILINE)
+    checked_lines = "\n".join(
+        f"- `{path}`: checked at {commit}" for path, commit in checked
+    )
+    subjects = "\n".join(f"- {p.subject}" for p in found.patches)
+    return f"""\
+Fixes #{ISSUE}
+
+Setting or deleting an attribute of an `nn.Module` from inside the body of a
+HigherOrderOp (`control_flow.map`, `torch.cond`, `while_loop`, `wrap`,
+activation checkpointing) is refused by Dynamo, but the graph break depended on
+how the mutation was written: "HOP: Unsafe side effect" naming
+`UnspecializedNNModuleVariable(...)`, "HOP: Non-nullified side effect", the
+repr of an internal `AttributeError` for a new attribute, or "nn.Module
+mutation in HigherOrderOp" without the attribute for a module Dynamo does not
+inline. `self.w += 1` in an `autograd.Function` forward was an internal error
+that `fullgraph=False` did not fall back from.
+
+This PR adds one decision, `SideEffects.check_allowed_module_mutation()`, that
+every path of an outer module mutation goes through, for both module variable
+kinds, and raises the existing gb_type "nn.Module mutation in HigherOrderOp"
+with an explanation that names the attribute, set or delete, the module class
+and the HigherOrderOp. The aliased intermediate of `self.w += 1` in an
+`autograd.Function` forward becomes a graph break.
+
+Commits:
+{subjects}
+
+## What changes for users
+
+Nothing that compiles today changes: mutation at the root, of modules created
+inside the body, under `torch.func` transforms, in an `autograd.Function`
+forward, under checkpoint with
+`skip_fwd_side_effects_in_bwd_under_checkpoint`, and the `fullgraph=False`
+fallback keep matching eager. Only the error of code that is already refused
+changes, with `fullgraph=True`:
+
+{table}
+
+(From a real run of the issue's reproducer and other ways of writing it on
+torch {torch_version}, before and after this patch. `map`, `cond` and
+`while_loop` wrap the graph break in an `UncapturedHigherOrderOpError`, as
+before; `wrap` and checkpoint raise it as `Unsupported`.)
+
+**BC note.** Code that matched the old graph-break types or texts of these
+refusals ("HOP: Unsafe side effect", "HOP: Non-nullified side effect" for an
+`nn.Module`) now sees "nn.Module mutation in HigherOrderOp". `self.w += 1` in
+an `autograd.Function` forward raised `InternalTorchDynamoError` and now raises
+`Unsupported` ("HOP: aliased intermediate used outside the subgraph"), and
+with `fullgraph=False` falls back to eager instead of failing. A new
+attribute of an outer plain object in a HigherOrderOp body gets "HOP: Unsafe
+side effect" instead of the repr of an `AttributeError`.
+`graph_break_registry.json` gets the new entry of GB1177 and a new gb_type.
+
+## Cost
+
+A parameter, buffer or submodule store at the root is checked inline, without
+a call; every other store reaches the new helper only where Dynamo already
+refused it. Dynamo traces of workloads that refuse nothing (root attribute
+and buffer stores, HigherOrderOp bodies, a module created and mutated in a
+body, an MLP, a conv net): {calls_added(version)}.
+
+## Test plan
+
+New: `test/dynamo/test_hop_mutation.py`, {patched["tests"]} tests:
+every form of the mutation in every HigherOrderOp that refuses it, on inlined
+and non-inlined modules, and the controls above.
+On torch {torch_version}, `{patched["command"]}` with this patch:
+{patched["passed"]} of {patched["tests"]} passed in {patched["seconds"]} s on a
+CPU (exit code {patched["exit_code"]}); without it: {pristine["failed"]} failed
+(the error tests), {pristine["passed"]} passed (the controls), exit code
+{pristine["exit_code"]}.
+
+Changed:
+- `test/dynamo/_test_misc_part4.py::test_map_side_effects` asserts the new
+  explanation instead of any error that names `map_impl`;
+- `test/higher_order_ops/test_invoke_subgraph.py::test_side_effect_with_aliased_intermediate`
+  asserts the graph break instead of the internal error.
+
+The context of these hunks was checked against:
+{checked_lines}
+
+```
+python test/dynamo/test_hop_mutation.py
+python test/dynamo/test_misc.py -k test_map_side_effects
+python test/higher_order_ops/test_invoke_subgraph.py -k test_side_effect_with_aliased_intermediate
+python test/dynamo/test_higher_order_ops.py
+python test/dynamo/test_autograd_function.py
+python test/dynamo/test_activation_checkpointing.py
+lintrunner -a torch/_dynamo/side_effects.py torch/_dynamo/variables/builtin.py \\
+  torch/_dynamo/variables/nn_module.py torch/_dynamo/variables/higher_order_ops.py \\
+  torch/_dynamo/graph_break_registry.json test/dynamo/test_hop_mutation.py
+```
+"""
+
+
+def main() -> int:
+    install = InstalledTorch.find()
+    version = install.version
+    found = series.load_series(bundle.data_root() / "patches", version)
+    OUT.mkdir(parents=True, exist_ok=True)
+    patch = OUT / f"fix-{ISSUE}.patch"
+    torchpatch("export", "--torch-version", version, str(patch))
+    check_applies(patch, found, install.root)
+    table, tests = before_after(version)
+    title = f"[dynamo] {found.patches[0].subject.removeprefix('[dynamo] ')}"
+    text = f"# {title}\n\n{body(version, table, tests, found)}"
+    (OUT / "PR.md").write_text(text)
+    (OUT / "results.json").write_text(json.dumps(tests, indent=2) + "\n")
+    torchpatch("apply")
+    print(f"wrote {patch} and {OUT / 'PR.md'} (torch {metadata.version('torch')})")
+    print(f"{tests['test']}: patched {tests['patched']}, pristine {tests['pristine']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
