@@ -1,62 +1,114 @@
-# Every target runs for each supported torch (a patches/torch-<version>/series
-# and requirements/torch-<version>.txt), each in its own .venvs/torch-<version>;
-# TORCH=2.6.0 picks one.
+# Each target runs for a set of torch releases, each in its own
+# .venvs/torch-<release> built from requirements/torch-<release>.txt:
+#   TORCH unset      CI's tier (below); demo: DEMO_TORCH
+#   TORCH=2.6.0      one release (or several, space-separated)
+#   TORCH=all        every release a series serves (patches/*/releases)
+#
 #   make demo            the before/after of the fix
-#   make test            every test, both inlining modes, and the teeth check
+#   make test            every test, in each inlining mode, and the teeth check
+#   make apply-check     every series applies to every release it serves
 #   make upstream-test   PyTorch's own tests, pristine vs patched
 #   make bench           the fix's cost in Dynamo tracing, in instructions
+#   make bench-calls     the Python calls it adds, without callgrind
+#   make pr              the pull request against main (build/pr/)
 PYTHON ?= python3
-SUPPORTED := $(sort $(patsubst patches/torch-%/series,%,$(wildcard patches/torch-*/series)))
-TORCH ?= $(SUPPORTED)
-# In a pattern rule's recipe $* is the torch version.
+RELEASES := $(shell PYTHONPATH=src $(PYTHON) -c "from pathlib import Path; \
+  from torchpatch.series import supported_versions as s; print(*s(Path('patches')))")
+# CI's tier: the releases CI proves in full (PyTorch's own tests where
+# ../shared/upstream has them, and the newest release). `make test TORCH=all`
+# proves every release, one venv at a time.
+TIER := 2.4.1 2.6.0 2.15.0
+# The newest release, and one whose inlining flag still switches both modes.
+DEMO_TORCH := 2.6.0 2.15.0
+TORCH ?= $(TIER)
+SELECTED := $(if $(filter all,$(TORCH)),$(RELEASES),$(TORCH))
+NEWEST := $(lastword $(RELEASES))
+# In a pattern rule's recipe $* is the torch release.
 PY = .venvs/torch-$*/bin/python
 PYTEST = $(PY) -m pytest -q -p no:cacheprovider -p no:logging
-# tools/inline_mode.py makes TORCHDYNAMO_INLINE_INBUILT_NN_MODULES switch the
-# mode on every release (2.6.0 and later ignore the variable).
-IN_MODE = PYTHONPATH=tools TORCHDYNAMO_INLINE_INBUILT_NN_MODULES
 LINTED := src tests test tools bench
-FIRST := $(firstword $(TORCH))
 
-.PHONY: venv demo test lint upstream-test bench clean
+.PHONY: venv demo test test-all lint apply-check upstream-test bench bench-calls \
+  pr clean
 .PRECIOUS: .venvs/torch-%/.installed
 
-venv: $(TORCH:%=.venvs/torch-%/.installed)
+venv: $(SELECTED:%=.venvs/torch-%/.installed)
 
 # Rebuilt only when the pins or the package change; pip reuses its cache.
+# The pins fix every version, so a machine-wide constraints file (one that
+# caps torch, say) is not consulted.
 .venvs/torch-%/.installed: requirements/torch-%.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv .venvs/torch-$*
-	$(PY) -m pip install -q --disable-pip-version-check -r $<
+	PIP_CONSTRAINT=/dev/null $(PY) -m pip install -q --disable-pip-version-check -r $<
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
-demo: $(TORCH:%=demo-%)
+# The linters: this project's ruff, and those of tools/upstream_lint.py.
+.venvs/lint/.installed: requirements/lint.txt
+	test -x .venvs/lint/bin/python || $(PYTHON) -m venv .venvs/lint
+	PIP_CONSTRAINT=/dev/null .venvs/lint/bin/python -m pip install -q --disable-pip-version-check -r $<
+	touch $@
+
+DEMO := $(if $(filter file,$(origin TORCH)),$(DEMO_TORCH),$(SELECTED))
+demo: $(DEMO:%=demo-%)
 demo-%: .venvs/torch-%/.installed
 	$(PY) tools/demo.py
 
-# The series' tests (listed in patches/torch-<version>/tests) run in each
-# inlining mode the release has: off and on up to 2.11, always on from 2.12.
-test: $(TORCH:%=test-%) lint
-test-%: .venvs/torch-%/.installed
+# For each release: the tool's tests; the series' tests patched, and its fix
+# tests failing pristine, in each inlining mode the release has
+# (tools/prove.py); upstream's lint on what the series changes; a smoke run
+# of the benchmark, which fails if the series adds a call where nothing is
+# refused.
+ifeq ($(TORCH),all)
+test: test-all
+else
+test: $(SELECTED:%=test-%) lint
+endif
+test-%: .venvs/torch-%/.installed .venvs/lint/.installed
 	$(PY) -m torchpatch apply
 	$(PYTEST) tests
-	for mode in $$($(PY) tools/inline_mode.py --modes); do \
-	  $(IN_MODE)=$$mode $(PYTEST) -p inline_mode \
-	    $$(grep -v '^#' patches/torch-$*/tests) || exit 1; \
-	done
-	$(PY) tools/teeth.py
+	$(PY) tools/prove.py
+	$(PY) tools/upstream_lint.py
 	$(PY) bench/instructions.py --smoke --torch $*
 
-lint: .venvs/torch-$(FIRST)/.installed
-	.venvs/torch-$(FIRST)/bin/ruff check $(LINTED)
-	.venvs/torch-$(FIRST)/bin/ruff format --check $(LINTED)
+# Every release, one venv at a time: a venv this run built is removed after
+# its release is proven, so that the disk holds one CUDA build at a time.
+# Records the run in results/releases.json and README's table.
+test-all: lint apply-check
+	rm -rf build/releases
+	for v in $(RELEASES); do \
+	  kept=$$(test -d .venvs/torch-$$v && echo yes); \
+	  $(MAKE) --no-print-directory test-$$v || exit 1; \
+	  test -n "$$kept" || rm -rf .venvs/torch-$$v; \
+	done
+	$(PYTHON) tools/release_table.py --record
 
-upstream-test: $(TORCH:%=upstream-test-%)
+lint: .venvs/lint/.installed
+	.venvs/lint/bin/ruff check $(LINTED)
+	.venvs/lint/bin/ruff format --check $(LINTED)
+	$(PYTHON) tools/release_table.py --check
+
+# Each series against the torch/_dynamo of the wheel of every release it
+# serves, taken from pip's cache (or PyPI): applies, and reverts to RECORD.
+apply-check:
+	$(PYTHON) tools/apply_check.py $(RELEASES)
+
+upstream-test: $(SELECTED:%=upstream-test-%)
 upstream-test-%: .venvs/torch-%/.installed
 	$(PY) tools/upstream_test.py
 
-# One run over every selected series: callgrind workers, one per core.
+# One run over every selected release: callgrind workers, one per core.
 bench: venv
-	$(PYTHON) bench/instructions.py --torch $(TORCH)
+	$(PYTHON) bench/instructions.py --torch $(SELECTED)
+
+# Python calls the series adds to each workload's trace, without callgrind.
+bench-calls: venv
+	$(PYTHON) bench/instructions.py --calls --torch $(SELECTED)
+
+# The pull request against main: the newest release's series, exported, and
+# its description with a before/after table from a real run (build/pr/).
+pr: .venvs/torch-$(NEWEST)/.installed
+	.venvs/torch-$(NEWEST)/bin/python tools/pr.py
 
 clean:
 	rm -rf .venvs build

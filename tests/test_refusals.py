@@ -11,9 +11,7 @@ import fakes
 import pytest
 from fakes import BUILTIN, SIDE_EFFECTS, SRC
 
-from torchpatch import series
 from torchpatch.cli import main
-from torchpatch.errors import UnsupportedVersion
 
 UNSHARE = ["unshare", "--user", "--map-root-user", "--mount"]
 
@@ -219,16 +217,3 @@ def test_export_to_a_read_only_folder(data, tmp_path):
         f"torchpatch: error: cannot write {folder / 'x.patch'}: Read-only file system\n"
     )
     assert list(folder.iterdir()) == []
-
-
-def test_versions_are_listed_in_release_order(tmp_path):
-    for version in ("2.13.0", "2.4.1", "2.15.0", "2.6.0"):
-        (tmp_path / f"torch-{version}").mkdir()
-        (tmp_path / f"torch-{version}" / "series").write_text("")
-    assert series.supported_versions(tmp_path) == ["2.4.1", "2.6.0", "2.13.0", "2.15.0"]
-    with pytest.raises(UnsupportedVersion) as refused:
-        series.load_series(tmp_path, "2.16.0.dev20261201")
-    assert str(refused.value) == (
-        "no patch series for torch 2.16.0.dev20261201; "
-        "supported versions: 2.4.1, 2.6.0, 2.13.0, 2.15.0"
-    )

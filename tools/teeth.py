@@ -50,19 +50,16 @@ def run_tests(selection: list[str], inline: str) -> dict[str, int]:
     return counts
 
 
-def main() -> int:
-    version = InstalledTorch.find().version
-    found = series.load_series(bundle.data_root() / "patches", version)
-    tests = [t.path for t in found.tests]
-    if not tests:
-        print(f"teeth: the torch {version} series lists no tests", file=sys.stderr)
-        return 1
-    problems = []
+def check_pristine(version: str, tests: list[str]) -> tuple[dict, list[str]]:
+    """({mode: counts of the fix tests and the controls}, problems), measured
+    on the reverted torch; the series is re-applied whatever happens."""
+    results, problems = {}, []
     torchpatch("revert")
     try:
         for inline in modes():
             fix = run_tests([f"{t}::{FIX_TESTS}" for t in tests], inline)
             controls = run_tests([f"{t}::{CONTROLS}" for t in tests], inline)
+            results[inline] = {"fix": fix, "controls": controls}
             print(
                 f"pristine torch {version}, inlining={inline}: "
                 f"fix tests {fix['failures']}/{fix['tests']} failed, "
@@ -76,6 +73,17 @@ def main() -> int:
                 )
     finally:
         torchpatch("apply")
+    return results, problems
+
+
+def main() -> int:
+    version = InstalledTorch.find().version
+    found = series.load_series(bundle.data_root() / "patches", version)
+    tests = [t.path for t in found.tests]
+    if not tests:
+        print(f"teeth: the torch {version} series lists no tests", file=sys.stderr)
+        return 1
+    _, problems = check_pristine(version, tests)
     for problem in problems:
         print(f"teeth: {problem}", file=sys.stderr)
     return 1 if problems else 0

@@ -9,6 +9,12 @@ runs (an extended suite), `FILE -> PATH` for one the pull request adds as
 PATH in PyTorch's tree (`torchpatch export` writes it there as a new file).
 Each era keeps its own variant of a file, and the series names the one that
 fits its release.
+
+A series is made against one release, its folder's name. An optional
+`releases` file lists, one a line, every release it was proven on (its tests
+pass there and its fix tests fail on the pristine wheel); without one it
+serves its own release only. torchpatch picks the series that lists the
+installed release and refuses any other release.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from torchpatch.errors import MalformedSeries, UnsupportedVersion
 
 SERIES_FILE = "series"
 TESTS_FILE = "tests"
+RELEASES_FILE = "releases"
+_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 _DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
 _SUBJECT_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
 _EXPORTED_AS = "->"
@@ -47,10 +55,11 @@ class TestFile:
 
 @dataclass(frozen=True)
 class Series:
-    version: str
+    version: str  # the release it was made against
     directory: Path
     patches: tuple[Patch, ...]
     tests: tuple[TestFile, ...] = ()  # this project's test files
+    releases: tuple[str, ...] = ()  # every release it serves
 
     @property
     def exported_tests(self) -> tuple[TestFile, ...]:
@@ -66,25 +75,51 @@ def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version))
 
 
+def served_releases(patches_root: Path) -> dict[str, Path]:
+    """{release: the series folder that serves it}, in release order."""
+    served: dict[str, Path] = {}
+    for directory in sorted(patches_root.glob("torch-*")):
+        if not (directory / SERIES_FILE).is_file():
+            continue
+        for release in _releases(directory):
+            if release in served:
+                raise MalformedSeries(
+                    f"torch {release} is served by both {served[release]} "
+                    f"and {directory}"
+                )
+            served[release] = directory
+    return dict(sorted(served.items(), key=lambda item: version_key(item[0])))
+
+
 def supported_versions(patches_root: Path) -> list[str]:
-    return sorted(
-        (
-            d.name.removeprefix("torch-")
-            for d in patches_root.glob("torch-*")
-            if (d / SERIES_FILE).is_file()
-        ),
-        key=version_key,
-    )
+    return list(served_releases(patches_root))
+
+
+def _releases(directory: Path) -> tuple[str, ...]:
+    releases_file = directory / RELEASES_FILE
+    if not releases_file.is_file():
+        return (directory.name.removeprefix("torch-"),)
+    releases = []
+    for where, line in _lines(releases_file):
+        if not _RELEASE.match(line):
+            raise MalformedSeries(f"{where}: {line!r} is not a release like 2.4.1")
+        if line in releases:
+            raise MalformedSeries(f"{where}: {line!r} is listed twice")
+        releases.append(line)
+    if not releases:
+        raise MalformedSeries(f"{releases_file}: lists no release")
+    return tuple(releases)
 
 
 def load_series(patches_root: Path, version: str) -> Series:
-    directory = patches_root / f"torch-{version}"
-    series_file = directory / SERIES_FILE
-    if not series_file.is_file():
-        supported = ", ".join(supported_versions(patches_root)) or "none"
+    served = served_releases(patches_root)
+    if version not in served:
+        supported = ", ".join(served) or "none"
         raise UnsupportedVersion(
             f"no patch series for torch {version}; supported versions: {supported}"
         )
+    directory = served[version]
+    series_file = directory / SERIES_FILE
     names = _parse_series_file(series_file)
     listed = set(names)
     unlisted = sorted(p.name for p in directory.glob("*.patch") if p.name not in listed)
@@ -93,10 +128,11 @@ def load_series(patches_root: Path, version: str) -> Series:
             f"{series_file}: patch files not listed in the series: {', '.join(unlisted)}"
         )
     return Series(
-        version=version,
+        version=directory.name.removeprefix("torch-"),
         directory=directory,
         patches=tuple(_load_patch(directory / name) for name in names),
         tests=_load_tests(directory / TESTS_FILE, patches_root.parent),
+        releases=_releases(directory),
     )
 
 

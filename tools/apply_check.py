@@ -1,0 +1,96 @@
+"""Every series applies to the wheel of every release it serves.
+
+    python tools/apply_check.py 2.4.0 2.4.1 ...    # `make apply-check`
+
+For each release, takes its torch wheel from pip's cache (or PyPI) with
+`pip download --no-deps`, unpacks only what torchpatch reads and writes
+(torch/_dynamo/ and the wheel's METADATA and RECORD) into a site-packages of
+its own, and there runs `torchpatch apply`, a second `apply` (a no-op) and
+`revert`, which must leave every file as RECORD has it. No torch is
+installed or imported: this checks the series' text against the release's
+sources in seconds, where proving a release (`make test TORCH=<release>`)
+takes a 5 GB venv.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fetch_wheel(release: str, into: Path) -> Path:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+         "--disable-pip-version-check", "--only-binary=:all:",
+         "--python-version=3.11", "-d", str(into), f"torch=={release}"],
+        env=dict(os.environ, PIP_CONSTRAINT=os.devnull), check=True,
+    )  # fmt: skip
+    (wheel,) = into.glob("torch-*.whl")
+    return wheel
+
+
+def unpack(wheel: Path, site_packages: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        for name in archive.namelist():
+            dist_info = name.split("/")[0].endswith(".dist-info")
+            if name.startswith("torch/_dynamo/") or (
+                dist_info and name.endswith(("/METADATA", "/RECORD"))
+            ):
+                archive.extract(name, site_packages)
+
+
+def torchpatch(site_packages: Path, *args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchpatch", *args, "--site-packages",
+         str(site_packages)],
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip())
+    return proc.stdout
+
+
+def check(release: str, work: Path) -> str | None:
+    """None if the series applies, reapplies as a no-op and reverts to RECORD."""
+    wheels, site_packages = work / "wheel", work / "site-packages"
+    try:
+        unpack(fetch_wheel(release, wheels), site_packages)
+        shutil.rmtree(wheels)
+        applied = torchpatch(site_packages, "apply")
+        again = torchpatch(site_packages, "apply")
+        reverted = torchpatch(site_packages, "revert")
+    except (RuntimeError, subprocess.CalledProcessError, ValueError) as error:
+        return str(error)
+    if not applied.startswith("applied") or "already applied" not in again:
+        return f"unexpected output:\n{applied}{again}"
+    if "match the wheel's RECORD" not in reverted:
+        return f"revert did not restore RECORD:\n{reverted}"
+    return None
+
+
+def main(releases: list[str]) -> int:
+    failed = []
+    for release in releases:
+        with tempfile.TemporaryDirectory() as tmp:
+            problem = check(release, Path(tmp))
+        print(f"torch {release}: " + ("applies, reverts to RECORD" if not problem
+                                      else f"FAILED: {problem}"))  # fmt: skip
+        if problem:
+            failed.append(release)
+    if failed:
+        print(f"apply-check: failed for {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        raise SystemExit("usage: apply_check.py RELEASE [RELEASE...]")
+    sys.exit(main(sys.argv[1:]))
