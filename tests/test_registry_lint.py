@@ -1,0 +1,58 @@
+"""tools/registry_lint.py reads unimplemented() calls as upstream's lint does."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import registry_lint  # noqa: E402
+
+CALL = """
+def f(name, hop):
+    unimplemented(
+        gb_type="nn.Module mutation in HigherOrderOp",
+        context=f"attribute: {name}",
+        explanation=f"Attempted to set '{name}' inside {hop}. "
+        "Not allowed.",
+        hints=[
+            "Move it out of the "
+            "HigherOrderOp.",
+            *graph_break_hints.FUNDAMENTAL,
+        ],
+    )
+"""
+ENTRY = {
+    "Gb_type": "nn.Module mutation in HigherOrderOp",
+    "Context": "attribute: {name}",
+    "Explanation": "Attempted to set '{name}' inside {hop}. Not allowed.",
+    "Hints": ["Move it out of the ", "HigherOrderOp.", "It is fundamental."],
+}
+
+
+def dynamo(tmp_path: Path, entries: list[dict], source: str = CALL) -> Path:
+    (tmp_path / "graph_break_hints.py").write_text(
+        'FUNDAMENTAL = ["It is fundamental."]\n'
+    )
+    (tmp_path / "side_effects.py").write_text(source)
+    (tmp_path / "graph_break_registry.json").write_text(json.dumps({"GB1177": entries}))
+    return tmp_path
+
+
+def test_a_call_matching_its_newest_entry_is_in_sync(tmp_path):
+    older = dict(ENTRY, Explanation="Inplace modifying is not allowed.")
+    _, synced = registry_lint.state(dynamo(tmp_path, [ENTRY, older]))
+    assert synced == {"nn.Module mutation in HigherOrderOp": True}
+
+
+def test_a_call_matching_only_an_older_entry_is_not(tmp_path):
+    older = dict(ENTRY, Explanation="Inplace modifying is not allowed.")
+    _, synced = registry_lint.state(dynamo(tmp_path, [older, ENTRY]))
+    assert synced == {"nn.Module mutation in HigherOrderOp": False}
+
+
+def test_a_gb_type_raised_with_two_texts_is_not(tmp_path):
+    twice = CALL + CALL.replace("def f(", "def g(").replace("Not allowed.", "No.")
+    _, synced = registry_lint.state(dynamo(tmp_path, [ENTRY], twice))
+    assert synced == {"nn.Module mutation in HigherOrderOp": False}
