@@ -250,6 +250,52 @@ class Root(Model):
         return x + 1
 
 
+class Flips(Model):
+    """Sets and restores attributes of the target inside the body."""
+
+    def __init__(self, hop, target):
+        super().__init__(hop, "rebind_int", target)
+        self.target_module().flag = False
+
+    def forward(self, x):
+        module = self.target_module()
+
+        def body(t):
+            module.flag = True
+            module.n = 5
+            module.n = 0
+            module.flag = False
+            return t + 1
+
+        return self.hop(body, x)
+
+
+class Scratch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.tensor(1.0)
+        self.n = 0
+
+
+class CreatesInBody(torch.nn.Module):
+    """Creates a module inside the body of HOPS[hop] and mutates it there."""
+
+    def __init__(self, hop):
+        super().__init__()
+        self.hop = HOPS[hop]
+
+    def forward(self, x):
+        def body(t):
+            m = Scratch()
+            m.w = m.w + 1
+            m.n = 3
+            m.created = 2
+            del m.n
+            return t + m.w + m.created
+
+        return self.hop(body, x)
+
+
 def static_model(hop, mutation):
     """A Model that Dynamo does not inline: an NNModuleVariable."""
     model = Model(hop, mutation, "self")
@@ -520,47 +566,11 @@ class HopModuleMutationControlTests(HopMutationTestCase):
     @parametrize("hop", ("map", "cond"))
     def test_nullified_mutation_compiles(self, hop):
         # A flag set and restored inside the body leaves no side effect.
-        class Flips(Model):
-            def forward(self, x):
-                module = self.target_module()
-
-                def body(t):
-                    module.flag = True
-                    module.n = 5
-                    module.n = 0
-                    module.flag = False
-                    return t + 1
-
-                return self.hop(body, x)
-
-        def make_model():
-            model = Flips(hop, "rebind_int", "linear")
-            model.target_module().flag = False
-            return model
-
-        self.assertFullgraphMatchesEager(make_model, make_input(hop))
+        self.assertFullgraphMatchesEager(lambda: Flips(hop, "linear"), make_input(hop))
 
     @parametrize("hop", ("map", "wrap", "autograd_function"))
     def test_module_created_in_body_can_be_mutated(self, hop):
-        class Scratch(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.w = torch.tensor(1.0)
-                self.n = 0
-
-        class Creates(torch.nn.Module):
-            def forward(self, x):
-                def body(t):
-                    m = Scratch()
-                    m.w = m.w + 1
-                    m.n = 3
-                    m.created = 2
-                    del m.n
-                    return t + m.w + m.created
-
-                return HOPS[hop](body, x)
-
-        self.assertFullgraphMatchesEager(Creates, make_input(hop))
+        self.assertFullgraphMatchesEager(lambda: CreatesInBody(hop), make_input(hop))
 
     @parametrize("transform", ("vmap", "grad"))
     def test_functorch_transform_body_can_mutate(self, transform):

@@ -23,10 +23,11 @@ from test_hop_mutation import (
     REFUSING_HOPS,
     STATIC_MUTATIONS,
     TARGETS,
+    CreatesInBody,
+    Flips,
     HopMutationTestCase,
     Model,
     Root,
-    _add_state,
     _call_inside,
     compile_error,
     graph_break,
@@ -186,84 +187,11 @@ class HopModuleMutationControlTests(HopMutationTestCase):
     @parametrize("target", TARGETS)
     @parametrize("hop", REFUSING_HOPS)
     def test_nullified_mutation_compiles(self, hop, target):
-        # A flag set and restored inside the body leaves no side effect.
-        class Flips(Model):
-            def forward(self, x):
-                module = self.target_module()
-
-                def body(t):
-                    module.flag = True
-                    module.n = 5
-                    module.n = 0
-                    module.flag = False
-                    return t + 1
-
-                return self.hop(body, x)
-
-        def make_model():
-            model = Flips(hop, "rebind_int", target)
-            model.target_module().flag = False
-            return model
-
-        self.assertFullgraphMatchesEager(make_model, make_input(hop))
+        self.assertFullgraphMatchesEager(lambda: Flips(hop, target), make_input(hop))
 
     @parametrize("hop", HOPS)
     def test_module_created_in_body_can_be_mutated(self, hop):
-        class Scratch(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.w = torch.tensor(1.0)
-                self.n = 0
-
-        class Creates(torch.nn.Module):
-            def forward(self, x):
-                def body(t):
-                    m = Scratch()
-                    m.w = m.w + 1
-                    m.n = 3
-                    m.created = 2
-                    del m.n
-                    return t + m.w + m.created
-
-                return HOPS[hop](body, x)
-
-        self.assertFullgraphMatchesEager(Creates, make_input(hop))
-
-    @parametrize("transform", ("vmap", "grad"))
-    def test_functorch_transform_body_can_mutate(self, transform):
-        # torch.func transforms are inlined at the root tracer, not traced
-        # into a subgraph, so their bodies may mutate outer modules.
-        class Transformed(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                _add_state(self)
-
-            def forward(self, x):
-                def body(t):
-                    self.n = self.n + 1
-                    self.w = self.w + 1
-                    return (t * t).sum()
-
-                return getattr(torch.func, transform)(body)(x)
-
-        self.assertFullgraphMatchesEager(Transformed, torch.randn(3, 2))
-
-    def test_autograd_function_ctx_side_effects(self):
-        class SavesOnCtx(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                ctx.scale = 2
-                ctx.save_for_backward(x)
-                return x * ctx.scale
-
-            @staticmethod
-            def backward(ctx, grad):
-                (x,) = ctx.saved_tensors
-                return grad * ctx.scale
-
-        x = torch.randn(3, requires_grad=True)
-        fn = torch.compile(SavesOnCtx.apply, backend="eager", fullgraph=True)
-        self.assertEqual(fn(x), SavesOnCtx.apply(x))
+        self.assertFullgraphMatchesEager(lambda: CreatesInBody(hop), make_input(hop))
 
     @parametrize("hop", REFUSING_HOPS)
     def test_outer_plain_object_keeps_generic_breaks(self, hop):
