@@ -387,6 +387,19 @@ class HopMutationTestCase(torch._dynamo.test_case.TestCase):
             msg=explanation,
         )
 
+    def assertBreakMatchesRegistry(self, error):
+        # The newest entry of its gb_type in graph_break_registry.json
+        # documents the break as it is raised.
+        gb_type, explanation = graph_break(error)
+        entry = registry_entry(gb_type)
+        pattern = "".join(
+            ".*" if part.startswith("{") else re.escape(part)
+            for part in re.split(r"(\{[^}]*\})", entry["Explanation"])
+        )
+        self.assertRegex(explanation, f"^{pattern}$")
+        for hint in entry["Hints"]:
+            self.assertIn(hint.strip(), str(error))
+
     def assertFullgraphMatchesEager(self, model_fn, x):
         eager_model, compiled_model = model_fn(), model_fn()
         expected = eager_model(x)
@@ -637,15 +650,7 @@ class HopModuleMutationControlTests(HopMutationTestCase):
         # file expects, as they are raised.
         for hop, mutation in (("cond", "iadd_tensor"), ("wrap", "rebind_int")):
             error = compile_error(Model(hop, mutation, "self"), make_input(hop))
-            gb_type, explanation = graph_break(error)
-            entry = registry_entry(gb_type)
-            pattern = "".join(
-                ".*" if part.startswith("{") else re.escape(part)
-                for part in re.split(r"(\{[^}]*\})", entry["Explanation"])
-            )
-            self.assertRegex(explanation, f"^{pattern}$")
-            for hint in entry["Hints"]:
-                self.assertIn(hint.strip(), str(error))
+            self.assertBreakMatchesRegistry(error)
 
 
 instantiate_parametrized_tests(HopModuleMutationErrorTests)
