@@ -85,8 +85,15 @@ def describe() -> str:
 
 
 def pytest_configure(config) -> None:
-    if requested() is not None:
-        apply()
+    if requested() is None:
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        import pytest
+
+        raise pytest.UsageError(f"{ENV} is set, but torch is not installed")
+    apply()
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
