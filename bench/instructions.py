@@ -73,6 +73,8 @@ SMOKE_CASES = [("root_setattr", 5), ("root_state_setattr", 5), ("hop_body_module
 FREE_CASES = ("root_setattr", "root_state_setattr", "hop_body_wrap", "hop_body_module",
               "mlp", "conv_net")  # fmt: skip
 LAYOUTS = (0, 500, 1000)  # objects allocated before the worker imports torch
+CALL_LAYOUTS = LAYOUTS[:2]  # the call profiles' layouts
+HELPER = "side_effects.py:check_allowed_module_mutation"
 # Shift the heap, then run the worker as its own __main__.
 _WITH_LAYOUT = (
     "import runpy, sys; ballast = [bytearray(48) for _ in range(int(sys.argv[1]))]; "
@@ -109,16 +111,61 @@ def count(
         return {key: _totals(Path(f"{out}.{i}")) for i, key in enumerate(keys, 1)}
 
 
-def calls(python: Path, inline: int, cases: list) -> dict[str, int]:
-    """Python function calls of each case's trace, in one cProfile worker."""
+def calls(python: Path, inline: int, layout: int, cases: list) -> dict[str, dict]:
+    """{case: {function: calls}} of each case's trace, in one cProfile worker."""
     proc = subprocess.run(
-        [python, BENCH / "workloads.py", "--calls", str(inline), json.dumps(cases)],
+        [python, "-c", _WITH_LAYOUT, str(layout), BENCH / "workloads.py", "--calls",
+         str(inline), json.dumps(cases)],
         env=dict(os.environ, PYTHONHASHSEED="0"),
         capture_output=True, text=True,
     )  # fmt: skip
     if proc.returncode != 0:
         raise SystemExit(f"bench: worker failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def calls_added(pristine: list[dict], patched: list[dict]) -> dict[str, int]:
+    """What the series adds to one case's trace, from its per-function calls
+    under each heap layout (a list of {function: calls} per state).
+
+    Dynamo walks some containers hashed by id(), so a few functions are
+    called more or less often when only the heap layout moves: those whose
+    counts differ between two layouts of one state are left out of
+    `calls_added` and summed up in `moved_by_layout`. `helper_calls` counts
+    the calls of the fix's own helper."""
+    names = set().union(*pristine, *patched)
+
+    def stable(runs: list[dict], name: str) -> bool:
+        return len({run.get(name, 0) for run in runs}) == 1
+
+    steady = {n for n in names if stable(pristine, n) and stable(patched, n)}
+    return {
+        "calls_added": sum(
+            patched[0].get(n, 0) - pristine[0].get(n, 0) for n in steady
+        ),
+        "moved_by_layout": sum(
+            max(run.get(n, 0) for run in pristine + patched)
+            - min(run.get(n, 0) for run in pristine + patched)
+            for n in names - steady
+        ),
+        "helper_calls": sum(
+            count for n, count in patched[0].items() if n.endswith(HELPER)
+        ),
+    }
+
+
+def call_profiles(python: Path, modes: list[int], cases: list, pool) -> dict:
+    """{(inline, layout): {case: {function: calls}}} for this venv's state."""
+    jobs = [(inline, layout) for inline in modes for layout in CALL_LAYOUTS]
+    found = pool.map(lambda job: calls(python, job[0], job[1], cases), jobs)
+    return dict(zip(jobs, found))
+
+
+def compare_calls(profiled: dict, inline: int, key: str) -> dict[str, int]:
+    return calls_added(
+        [profiled[("pristine", inline, k)][key] for k in CALL_LAYOUTS],
+        [profiled[("patched", inline, k)][key] for k in CALL_LAYOUTS],
+    )
 
 
 def _totals(part: Path) -> int:
@@ -150,8 +197,8 @@ def measure_series(version: str, cases: list, layouts, wanted, library) -> list[
                 lambda job: count(python, library, job[1], job[2], cases), jobs
             )
             counts.update(zip(jobs, found))
-            found = pool.map(lambda inline: calls(python, inline, cases), modes)
-            profiled.update(((state, inline), c) for inline, c in zip(modes, found))
+            for (inline, k), c in call_profiles(python, modes, cases, pool).items():
+                profiled[(state, inline, k)] = c
     rows = []
     for inline in modes:
         for case, n in cases:
@@ -175,8 +222,7 @@ def measure_series(version: str, cases: list, layouts, wanted, library) -> list[
                     "patched": patched,
                     "ratio": patched / pristine,
                     "aa_spread": max(abs(c / first - 1) for c in by_layout["pristine"]),
-                    "calls_added": profiled[("patched", inline)][key]
-                    - profiled[("pristine", inline)][key],
+                    **compare_calls(profiled, inline, key),
                 }
             )
     return rows
@@ -230,24 +276,23 @@ def machine() -> str:
 
 
 def count_calls(version: str, cases: list, wanted) -> list[dict]:
-    """Python calls added by the series to each case's trace (cProfile only)."""
+    """What the series adds to each case's Python calls (cProfile only)."""
     python = ROOT / ".venvs" / f"torch-{version}" / "bin" / "python"
     modes = series_modes(python, wanted)
     profiled = {}
-    for state, command in STATES.items():
-        subprocess.run([python, "-m", "torchpatch", command], check=True,
-                       stdout=subprocess.DEVNULL)  # fmt: skip
-        for inline in modes:
-            profiled[(state, inline)] = calls(python, inline, cases)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        for state, command in STATES.items():
+            subprocess.run([python, "-m", "torchpatch", command], check=True,
+                           stdout=subprocess.DEVNULL)  # fmt: skip
+            for (inline, k), c in call_profiles(python, modes, cases, pool).items():
+                profiled[(state, inline, k)] = c
     return [
         {
             "series": version,
             "case": case,
             "n": n,
             "inlining": inline,
-            "pristine_calls": profiled[("pristine", inline)][f"{case}:{n}"],
-            "calls_added": profiled[("patched", inline)][f"{case}:{n}"]
-            - profiled[("pristine", inline)][f"{case}:{n}"],
+            **compare_calls(profiled, inline, f"{case}:{n}"),
         }
         for inline in modes
         for case, n in cases
@@ -255,12 +300,12 @@ def count_calls(version: str, cases: list, wanted) -> list[dict]:
 
 
 def refusing_nothing_pays(rows: list[dict]) -> list[str]:
-    """The rows that refuse nothing yet make more Python calls patched."""
+    """The rows that refuse nothing, yet call the helper or make more calls."""
     return [
         f"torch {r['series']} {r['case']} n={r['n']} inlining={r['inlining']}: "
-        f"{r['calls_added']:+d} calls"
+        f"{r['calls_added']:+d} calls, {r['helper_calls']} of the helper"
         for r in rows
-        if r["case"] in FREE_CASES and r["calls_added"] != 0
+        if r["case"] in FREE_CASES and (r["calls_added"] or r["helper_calls"])
     ]
 
 
@@ -285,7 +330,9 @@ def main() -> int:
         out.write_text(json.dumps({"rows": rows}, indent=2) + "\n")
         for r in rows:
             print(f"{r['series']:<7} {r['case']:<19} {r['n'] or '':>4} "
-                  f"inlining={r['inlining']} {r['calls_added']:+d}")  # fmt: skip
+                  f"inlining={r['inlining']} {r['calls_added']:+d} "
+                  f"(helper {r['helper_calls']}, "
+                  f"moved by layout {r['moved_by_layout']})")  # fmt: skip
         paying = refusing_nothing_pays(rows)
         if paying:
             raise SystemExit("bench: calls added where nothing is refused:\n"

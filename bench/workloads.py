@@ -17,8 +17,7 @@ INLINE is 0 or 1 (config.inline_inbuilt_nn_modules; 1 from 2.12 on, where
 modules are always inlined); CASES_JSON a list of
 [case, n] pairs. It prints the list of case keys it measured, in order; with
 --calls (no valgrind) it profiles the same trace with cProfile instead and
-prints {case key: Python function calls}, which the heap layout moves only
-where Dynamo walks a set hashed by id().
+prints {case key: {function: calls}} (bench/instructions.py compares them).
 """
 
 from __future__ import annotations
@@ -174,7 +173,17 @@ def trace(case: str, n: int | None, measure=None) -> None:
         gc.enable()
 
 
-def main(library: str, inline: bool, cases: list) -> list[str] | dict[str, int]:
+def function_calls(stats: pstats.Stats) -> dict[str, int]:
+    """Calls per function, keyed by file and name: not by line, which a patch
+    moves, nor by a builtin's address, which the heap layout moves."""
+    calls: dict[str, int] = {}
+    for (path, _, name), (_, total, *_) in stats.stats.items():
+        key = f"{path.rpartition('site-packages/')[2]}:{name.split(' at 0x')[0]}"
+        calls[key] = calls.get(key, 0) + total
+    return calls
+
+
+def main(library: str, inline: bool, cases: list) -> list[str] | dict[str, dict]:
     torch.set_num_threads(1)
     set_mode(inline)
     if library == "--calls":
@@ -183,7 +192,7 @@ def main(library: str, inline: bool, cases: list) -> list[str] | dict[str, int]:
             trace(case, n)
             profile = cProfile.Profile()
             trace(case, n, (profile.enable, profile.disable))
-            calls[f"{case}:{n}"] = pstats.Stats(profile).total_calls
+            calls[f"{case}:{n}"] = function_calls(pstats.Stats(profile))
         return calls
     ctl = ctypes.CDLL(library)
     measured = []
