@@ -133,8 +133,10 @@ def before_after(version: str) -> tuple[str, dict]:
         "|---|---|---|",
     ]
     for form in errors["pristine"]:
+        code, _, note = form.partition(" (")
+        label = f"`{code}`" + (f" ({note}" if note else "")
         rows.append(
-            f"| `{form}` | {cell(errors['pristine'][form])} "
+            f"| {label} | {cell(errors['pristine'][form])} "
             f"| {cell(errors['patched'][form])} |"
         )
     return "\n".join(rows), {"test": test.upstream, **results}
