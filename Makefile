@@ -56,9 +56,10 @@ demo-%: .venvs/torch-%/.installed
 
 # For each release: the tool's tests; the series' tests patched, and its fix
 # tests failing pristine, in each inlining mode the release has
-# (tools/prove.py); upstream's lint on what the series changes; a smoke run
-# of the benchmark, which fails if the series adds a call where nothing is
-# refused.
+# (tools/prove.py; pristine, the pull request's test file, or with
+# EXTENDED=1 every test file); upstream's lint on what the series changes; a
+# smoke run of the benchmark, which fails if the series adds a call where
+# nothing is refused.
 ifeq ($(TORCH),all)
 test: test-all
 else
@@ -67,7 +68,7 @@ endif
 test-%: .venvs/torch-%/.installed .venvs/lint/.installed
 	$(PY) -m torchpatch apply
 	$(PYTEST) tests
-	$(PY) tools/prove.py
+	$(PY) tools/prove.py $(if $(EXTENDED),--extended)
 	$(PY) tools/upstream_lint.py
 	$(PY) bench/instructions.py --smoke --torch $*
 
@@ -78,7 +79,7 @@ test-all: lint apply-check
 	rm -rf build/releases
 	for v in $(RELEASES); do \
 	  kept=$$(test -d .venvs/torch-$$v && echo yes); \
-	  $(MAKE) --no-print-directory test-$$v || exit 1; \
+	  $(MAKE) --no-print-directory test-$$v EXTENDED=1 || exit 1; \
 	  test -n "$$kept" || rm -rf .venvs/torch-$$v; \
 	done
 	$(PYTHON) tools/release_table.py --record
