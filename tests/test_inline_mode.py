@@ -120,3 +120,20 @@ def test_bad_value_is_refused(tmp_path):
     proc = run_probe(tmp_path, "yes", "runner")
     assert proc.returncode != 0
     assert f"{ENV} must be 0 or 1, not 'yes'" in proc.stderr
+
+
+def test_runner_does_not_import_a_torch_folder_of_the_working_directory(tmp_path):
+    # `python -m` puts the working directory first on sys.path; in a PyTorch
+    # source tree its torch/ would shadow the installed torch. The runner
+    # puts the test file's folder there instead, as `python FILE` does.
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('shadowed')\n")
+    (tmp_path / "test").mkdir()
+    probe = tmp_path / "test" / "test_probe.py"
+    probe.write_text(PROBE.format(out=str(tmp_path / "mode.txt")))
+    proc = subprocess.run(
+        [*RUNNER, "test/test_probe.py"], env=_env(None), cwd=tmp_path,
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "mode.txt").exists()

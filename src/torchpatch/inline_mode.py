@@ -102,6 +102,11 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 
 def main(argv: list[str]) -> None:
+    # Import torch as `python TEST_FILE` would: with the file's folder first
+    # on sys.path, not the working directory that `python -m` puts there (in
+    # a PyTorch source tree, its torch/ would shadow the installed torch).
+    if sys.path and sys.path[0] in ("", os.getcwd()):
+        del sys.path[0]
     if len(argv) < 2:
         raise SystemExit(
             "usage: python -m torchpatch.inline_mode TEST_FILE [ARGS...] | --modes"
@@ -110,9 +115,9 @@ def main(argv: list[str]) -> None:
         print(" ".join(modes()))
         return
     script = Path(argv[1])
+    sys.path.insert(0, str(script.resolve().parent))
     print(describe(), file=sys.stderr)
     sys.argv = argv[1:]
-    sys.path.insert(0, str(script.resolve().parent))
     runpy.run_path(str(script), run_name="__main__")
 
 
