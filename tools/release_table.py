@@ -41,6 +41,8 @@ def row(record: dict) -> str:
         f"{record['pristine'][m]['fix']['tests']} ({_mode(m)})"
         for m in modes
     )
+    if set(record.get("pristine_tests", record["tests"])) != set(record["tests"]):
+        failing += ", the pull request's file"
     return (
         f"| {record['release']} | {record['series']} | {record['era']} "
         f"| {', '.join(_mode(m) for m in modes)} | {passed} | {failing} "
