@@ -213,11 +213,11 @@ body, an MLP, a conv net): {calls_added(version)}.
 New: `test/dynamo/test_hop_mutation.py`, {patched["tests"]} tests:
 every form of the mutation in every HigherOrderOp that refuses it, on inlined
 and non-inlined modules, and the controls above.
-On torch {torch_version}, `{patched["command"]}` with this patch:
-{patched["passed"]} of {patched["tests"]} passed in {patched["seconds"]} s on a
-CPU (exit code {patched["exit_code"]}); without it: {pristine["failed"]} failed
-(the error tests), {pristine["passed"]} passed (the controls), exit code
-{pristine["exit_code"]}.
+On torch {torch_version} (CPU), `{patched["command"]}`:
+- with this patch: {patched["passed"]} of {patched["tests"]} passed in \
+{patched["seconds"]} s, exit code {patched["exit_code"]};
+- without it: {pristine["failed"]} failed (the error tests), \
+{pristine["passed"]} passed (the controls), exit code {pristine["exit_code"]}.
 
 Changed:
 - `test/dynamo/_test_misc_part4.py::test_map_side_effects` asserts the new
