@@ -1,10 +1,11 @@
-"""Prove the fix's tests bite: on the pristine torch they must all fail.
+"""The fix's tests bite: on the pristine torch they must all fail.
 
-Reverts the series, runs the series' test files (patches/torch-<version>/
-tests) in each inlining mode the release has, and requires every test of the
-fix (the HopModuleMutationErrorTests classes) to fail and every control
+check_pristine() reverts the series, runs the given test files in each
+inlining mode the release has, and requires every test of the fix (the
+HopModuleMutationErrorTests classes) to fail and every control
 (HopModuleMutationControlTests) to pass, since the controls describe what
-already worked before the fix. Re-applies the series whatever happens.
+already worked before the fix. It re-applies the series whatever happens.
+tools/prove.py runs it after the patched tests.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from torchpatch import bundle, series
 from torchpatch.inline_mode import modes
-from torchpatch.targets import InstalledTorch
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX_TESTS = "HopModuleMutationErrorTests"
@@ -74,20 +73,3 @@ def check_pristine(version: str, tests: list[str]) -> tuple[dict, list[str]]:
     finally:
         torchpatch("apply")
     return results, problems
-
-
-def main() -> int:
-    version = InstalledTorch.find().version
-    found = series.load_series(bundle.data_root() / "patches", version)
-    tests = [t.path for t in found.tests]
-    if not tests:
-        print(f"teeth: the torch {version} series lists no tests", file=sys.stderr)
-        return 1
-    _, problems = check_pristine(version, tests)
-    for problem in problems:
-        print(f"teeth: {problem}", file=sys.stderr)
-    return 1 if problems else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

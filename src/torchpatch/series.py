@@ -132,7 +132,7 @@ def load_series(patches_root: Path, version: str) -> Series:
         directory=directory,
         patches=tuple(_load_patch(directory / name) for name in names),
         tests=_load_tests(directory / TESTS_FILE, patches_root.parent),
-        releases=_releases(directory),
+        releases=tuple(r for r, d in served.items() if d == directory),
     )
 
 

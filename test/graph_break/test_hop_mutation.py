@@ -400,6 +400,31 @@ class HopMutationTestCase(torch._dynamo.test_case.TestCase):
         for hint in entry["Hints"]:
             self.assertIn(hint.strip(), str(error))
 
+    def assertOuterPlainObjectKeepsGenericBreaks(self, hop):
+        # Not a module: the generic breaks, as before the fix.
+        class Config:
+            n = 0
+            t = torch.zeros(1)
+
+        for value, gb_type in (
+            ("constant", "HOP: Non-nullified side effect"),
+            ("tensor", "HOP: Unsafe side effect"),
+        ):
+            config = Config()
+
+            def fn(x, config=config, value=value):
+                def body(t):
+                    if value == "constant":
+                        config.n = 1
+                    else:
+                        config.t = t.sum()
+                    return t + 1
+
+                return HOPS[hop](body, x)
+
+            error = compile_error(fn, make_input(hop))
+            self.assertEqual(graph_break(error)[0], gb_type)
+
     def assertFullgraphMatchesEager(self, model_fn, x):
         eager_model, compiled_model = model_fn(), model_fn()
         expected = eager_model(x)
@@ -622,28 +647,7 @@ class HopModuleMutationControlTests(HopMutationTestCase):
         self.assertEqual(fn(x), SavesOnCtx.apply(x))
 
     def test_outer_plain_object_keeps_generic_breaks(self):
-        class Config:
-            n = 0
-            t = torch.zeros(1)
-
-        for value, gb_type in (
-            ("constant", "HOP: Non-nullified side effect"),
-            ("tensor", "HOP: Unsafe side effect"),
-        ):
-            config = Config()
-
-            def fn(x, config=config, value=value):
-                def body(t):
-                    if value == "constant":
-                        config.n = 1
-                    else:
-                        config.t = t.sum()
-                    return t + 1
-
-                return wrap(body, x)
-
-            error = compile_error(fn, make_input("wrap"))
-            self.assertEqual(graph_break(error)[0], gb_type)
+        self.assertOuterPlainObjectKeepsGenericBreaks("wrap")
 
     def test_graph_breaks_are_in_the_registry(self):
         # The installed graph_break_registry.json documents the breaks this

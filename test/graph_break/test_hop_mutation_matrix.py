@@ -193,28 +193,7 @@ class HopModuleMutationControlTests(HopMutationTestCase):
 
     @parametrize("hop", REFUSING_HOPS)
     def test_outer_plain_object_keeps_generic_breaks(self, hop):
-        class Config:
-            n = 0
-            t = torch.zeros(1)
-
-        for value, gb_type in (
-            ("constant", "HOP: Non-nullified side effect"),
-            ("tensor", "HOP: Unsafe side effect"),
-        ):
-            config = Config()
-
-            def fn(x, config=config, value=value):
-                def body(t):
-                    if value == "constant":
-                        config.n = 1
-                    else:
-                        config.t = t.sum()
-                    return t + 1
-
-                return HOPS[hop](body, x)
-
-            error = compile_error(fn, make_input(hop))
-            self.assertEqual(graph_break(error)[0], gb_type)
+        self.assertOuterPlainObjectKeepsGenericBreaks(hop)
 
     @parametrize("hop", REFUSING_HOPS)
     def test_graph_breaks_are_in_the_registry(self, hop):
