@@ -425,6 +425,17 @@ class HopMutationTestCase(torch._dynamo.test_case.TestCase):
             error = compile_error(fn, make_input(hop))
             self.assertEqual(graph_break(error)[0], gb_type)
 
+    def assertBreakNamesInnermostHop(self, outer, hop, mutation, target):
+        # However deeply the body is nested (in the HOPs `outer` names), the
+        # break names the HigherOrderOp whose body mutates, and nothing changes.
+        model = Model(hop, mutation, target)
+        for wrapping in outer:
+            model.hop = functools.partial(_call_inside, wrapping, model.hop)
+        before = module_state(model)
+        error = compile_error(model, make_input(hop))
+        self.assertModuleMutationBreak(error, hop, mutation, target)
+        self.assertEqual(module_state(model), before)
+
     def assertFullgraphMatchesEager(self, model_fn, x):
         eager_model, compiled_model = model_fn(), model_fn()
         expected = eager_model(x)
@@ -546,16 +557,8 @@ Attempted to set attribute 'w' of nn.Module Module inside the body of torch.ops.
         case=st.sampled_from(CASES),
     )
     def test_innermost_hop_is_named(self, outer, case):
-        # However deeply the body is nested, the break names the HigherOrderOp
-        # whose body mutates, and nothing changes.
         hop, mutation, target = case
-        model = Model(hop, mutation, target)
-        for wrapping in outer:
-            model.hop = functools.partial(_call_inside, wrapping, model.hop)
-        before = module_state(model)
-        error = compile_error(model, make_input(hop))
-        self.assertModuleMutationBreak(error, hop, mutation, target)
-        self.assertEqual(module_state(model), before)
+        self.assertBreakNamesInnermostHop(outer, hop, mutation, target)
 
 
 class HopModuleMutationControlTests(HopMutationTestCase):

@@ -27,11 +27,9 @@ from test_hop_mutation import (
     HopMutationTestCase,
     Model,
     Root,
-    _call_inside,
     compile_error,
     graph_break,
     make_input,
-    module_state,
     static_model,
 )
 from torch._dynamo.exc import Unsupported
@@ -125,15 +123,7 @@ class HopModuleMutationErrorTests(HopMutationTestCase):
         target=st.sampled_from(TARGETS),
     )
     def test_innermost_hop_is_named_property(self, outer, hop, mutation, target):
-        # However deeply the body is nested, the break names the HigherOrderOp
-        # whose body mutates, and nothing changes.
-        model = Model(hop, mutation, target)
-        for wrapping in outer:
-            model.hop = functools.partial(_call_inside, wrapping, model.hop)
-        before = module_state(model)
-        error = compile_error(model, make_input(hop))
-        self.assertModuleMutationBreak(error, hop, mutation, target)
-        self.assertEqual(module_state(model), before)
+        self.assertBreakNamesInnermostHop(outer, hop, mutation, target)
 
 
 class HopModuleMutationControlTests(HopMutationTestCase):
