@@ -193,7 +193,8 @@ def rerun_lost(lost: list[str], tree: Path, python: Path, name: str, mode: str,
     time. Seen: test_autograd_function's test_allow_in_graph leaves the id()
     of its local autograd.Function in trace_rules._allowed_callable_ids, and
     a later test's local Function allocated at that address is put in the
-    graph as allowed, on either torch.
+    graph as allowed: nothing of the series is involved, only where the
+    allocator puts things (seen patched, in about one run in ten).
     """
     regressed = set(lost)
     for attempt in range(1, RERUNS + 1):
