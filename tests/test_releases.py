@@ -44,7 +44,8 @@ def test_a_release_no_series_lists_is_refused(tmp_path, release):
         series.load_series(tmp_path, release)
     assert str(refused.value) == (
         f"no patch series for torch {release}; "
-        "supported versions: 2.4.0, 2.4.1, 2.14.0, 2.15.0"
+        "supported versions: 2.4.0 to 2.15.0 (4 releases: 2.4.0, 2.4.1, 2.14.0, "
+        "2.15.0)"
     )
 
 

@@ -53,10 +53,12 @@ def status(target: Target, series: Series) -> dict:
 def apply(target: Target, series: Series, check: bool = False) -> Outcome:
     found = _inspect_unmodified(target, series)
     if found.fully_applied:
+        count = len(found.patches)
+        carried = "the patch" if count == 1 else f"all {_patches(count)}"
         return Outcome(
             [],
-            f"already applied: {target.description} carries all "
-            f"{_patches(len(found.patches))} of {series.directory}; nothing to do",
+            f"already applied: {target.description} carries {carried} of "
+            f"{series.directory}; nothing to do",
         )
     remaining = _patches_not(found, "applied")
     new = snapshots.patched(found.pristine, found.patches)

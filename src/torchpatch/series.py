@@ -114,7 +114,13 @@ def _releases(directory: Path) -> tuple[str, ...]:
 def load_series(patches_root: Path, version: str) -> Series:
     served = served_releases(patches_root)
     if version not in served:
-        supported = ", ".join(served) or "none"
+        releases = list(served)
+        supported = ", ".join(releases) or "none"
+        if len(releases) > 1:
+            supported = (
+                f"{releases[0]} to {releases[-1]} "
+                f"({len(releases)} releases: {supported})"
+            )
         raise UnsupportedVersion(
             f"no patch series for torch {version}; supported versions: {supported}"
         )
