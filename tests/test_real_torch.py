@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 # What each series may touch: the Dynamo files of the fix, the graph break
-# registry (2.12+) and the upstream test of #126355.
+# registry (2.11+) and the upstream test of #126355.
 ALLOWED = {
     "torch/_dynamo/side_effects.py",
     "torch/_dynamo/variables/builtin.py",

@@ -5,7 +5,7 @@ FORMS are other ways to write the same mistake in the same body. Run as a
 script (`issue_126355.py 0|1`: inlining off or on), it compiles each with
 fullgraph=True and prints the errors as JSON: {form: {"type": ...,
 "message": ...}}, the message being what names the problem: the first line,
-and on 2.12+ the graph break's type and the start of its explanation.
+and on 2.11+ the graph break's type and the start of its explanation.
 """
 
 from __future__ import annotations

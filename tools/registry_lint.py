@@ -1,6 +1,6 @@
 """The graph-break registry check of PyTorch's GB_REGISTRY lint, for a series.
 
-From 2.12 on every `unimplemented(gb_type=..., context=..., explanation=...,
+From 2.11 on every `unimplemented(gb_type=..., context=..., explanation=...,
 hints=...)` call of torch/_dynamo must match the newest entry of its gb_type
 in torch/_dynamo/graph_break_registry.json, and upstream's lint
 (tools/linter/adapters/gb_registry_linter.py) fails a pull request where it
@@ -15,7 +15,7 @@ patched torch/_dynamo of this interpreter's torch:
 
     python tools/registry_lint.py     # with the venv's python; torch is left patched
 
-A release without a registry (before 2.12) has nothing to check.
+A release without a registry (before 2.11) has nothing to check.
 """
 
 from __future__ import annotations
