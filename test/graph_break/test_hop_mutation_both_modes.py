@@ -1,0 +1,196 @@
+# Owner(s): ["module: dynamo"]
+"""
+test_hop_mutation.py for the releases of the graph-break era before 2.13:
+the fix's graph break, and the controls as their Dynamo behaves, in both
+modes on 2.11 (whose inline_inbuilt_nn_modules still switches one) and
+with inlining on, the only mode, on 2.12.
+
+With inlining off every module is an NNModuleVariable, which Dynamo
+installs in the graph as it is: it refuses any mutation of one inside a
+HigherOrderOp body (an autograd.Function forward and checkpoint under
+skip_fwd_side_effects_in_bwd_under_checkpoint included), and supports
+neither del, object.__setattr__ nor eval() on one, even at the root.
+Both predate what three tests of test_hop_mutation.py check: undoing a
+constant mutation inside the body (the nullified-mutation rule), the taint
+that made `self.w += 1` in an autograd.Function forward an internal error
+(2.11 compiles it; 2.12 compiles it into code that raises NameError when it
+runs, with fullgraph=False too, so that form is not a control there), and
+a plain object's new attribute failing with the repr of an AttributeError
+(both give "HOP: Unsafe side effect" for every outer plain object). Those tests are left out, and the ones below
+check what this Dynamo does instead.
+"""
+
+import test_hop_mutation as base
+import torch
+from test_hop_mutation import (
+    ALIASED_RESULT,
+    GB_TYPE,
+    HOP_NAMES,
+    HOPS,
+    MUTATIONS,
+    STATIC_MUTATIONS,
+    Flips,
+    Model,
+    Root,
+    compile_error,
+    graph_break,
+    make_input,
+)
+from torch.testing._internal.common_utils import (
+    instantiate_parametrized_tests,
+    parametrize,
+)
+
+# What an NNModuleVariable supports at the root.
+STATIC_ROOT_MUTATIONS = tuple(m for m in STATIC_MUTATIONS if m != "eval")
+
+
+# What an autograd.Function forward may do to an inlined module and compile
+# like eager: an in-place result stored back only before 2.12.
+FORWARD_MUTATIONS = ("rebind_tensor", "rebind_buffer", "new_attribute") + (
+    ALIASED_RESULT if torch.__version__ < (2, 12) else ()
+)
+
+
+def inlined():
+    # From 2.12 the flag is deprecated (reading it warns) and always True.
+    return (
+        torch.__version__ >= (2, 12) or torch._dynamo.config.inline_inbuilt_nn_modules
+    )
+
+
+def leave_out(cls, *tests):
+    """Leaves out the tests cls inherits whose names start with tests."""
+    for name in dir(cls):
+        if name.startswith(tests):
+            setattr(cls, name, None)
+    return cls
+
+
+# The tests of this file, mixed into test_hop_mutation.py's classes below
+# (instantiate_parametrized_tests would parametrize those classes' tests
+# again if these were defined on subclasses of them).
+class ErrorTestsOfThisRelease:
+    @parametrize("hop", ("map", "cond"))
+    def test_undone_mutation_breaks(self, hop):
+        # No nullified-mutation rule: a flag set and restored inside the
+        # body is a mutation of the module like any other.
+        error = compile_error(Flips(hop, "linear"), make_input(hop))
+        gb_type, explanation = graph_break(error)
+        self.assertEqual(gb_type, GB_TYPE, msg=str(error))
+        self.assertTrue(
+            explanation.startswith(
+                "Attempted to set attribute 'flag' of nn.Module Linear inside "
+                f"the body of {HOP_NAMES[hop]}."
+            ),
+            msg=explanation,
+        )
+
+
+class ControlTestsOfThisRelease:
+    def assertRefusedLikeEager(self, model_fn, x):
+        # Refused with fullgraph=True, whichever graph break it is: on an
+        # NNModuleVariable, this Dynamo's own.
+        self.assertIsNotNone(compile_error(model_fn(), x))
+        self.assertFallbackMatchesEager(model_fn, x)
+
+    @parametrize("mutation", MUTATIONS)
+    def test_mutation_at_root(self, mutation):
+        def make_model():
+            return Root("wrap", mutation, "submodule")
+
+        x = torch.randn(3, 2)
+        if inlined() or mutation in STATIC_ROOT_MUTATIONS:
+            self.assertFullgraphMatchesEager(make_model, x)
+        else:
+            error = compile_error(make_model(), x)
+            self.assertNotEqual(graph_break(error)[0], GB_TYPE, msg=str(error))
+            self.assertFallbackMatchesEager(make_model, x)
+
+    @parametrize("mutation", FORWARD_MUTATIONS)
+    def test_autograd_function_forward(self, mutation):
+        def make_model():
+            return Model("autograd_function", mutation, "submodule")
+
+        x = make_input("autograd_function")
+        if inlined():
+            self.assertFullgraphMatchesEager(make_model, x)
+        else:
+            self.assertRefusedLikeEager(make_model, x)
+
+    @parametrize("mutation", ("iadd_buffer", "rebind_int", "delete_attribute"))
+    def test_checkpoint_side_effects_config(self, mutation):
+        def make_model():
+            return Model("checkpoint", mutation, "self")
+
+        x = make_input("checkpoint")
+        with torch._dynamo.config.patch(
+            skip_fwd_side_effects_in_bwd_under_checkpoint=True
+        ):
+            if inlined():
+                self.assertFullgraphMatchesEager(make_model, x)
+            else:
+                self.assertRefusedLikeEager(make_model, x)
+
+    @parametrize("hop", ("map", "cond", "wrap"))
+    def test_outer_plain_object_unsafe_side_effect(self, hop):
+        class Config:
+            n = 0
+            t = torch.zeros(1)
+
+        for value in ("constant", "tensor", "new attribute"):
+            config = Config()
+
+            def fn(x, config=config, value=value):
+                def body(t):
+                    if value == "constant":
+                        config.n = 1
+                    elif value == "tensor":
+                        config.t = t.sum()
+                    else:
+                        config.fresh = 1
+                    return t + 1
+
+                return HOPS[hop](body, x)
+
+            error = compile_error(fn, make_input(hop))
+            self.assertEqual(graph_break(error)[0], "HOP: Unsafe side effect")
+            self.assertEqual(config.n, 0)
+            self.assertFalse(hasattr(config, "fresh"))
+
+
+instantiate_parametrized_tests(ErrorTestsOfThisRelease)
+instantiate_parametrized_tests(ControlTestsOfThisRelease)
+
+
+class HopModuleMutationErrorTests(
+    ErrorTestsOfThisRelease, base.HopModuleMutationErrorTests
+):
+    """One graph break that says what was mutated, and where, in both modes."""
+
+
+class HopModuleMutationControlTests(
+    ControlTestsOfThisRelease, base.HopModuleMutationControlTests
+):
+    """What already works keeps working, and what is refused stays refused."""
+
+
+leave_out(
+    HopModuleMutationErrorTests,
+    "test_autograd_function_aliased_result_breaks",
+    "test_outer_plain_object_new_attribute_generic_break",
+)
+leave_out(
+    HopModuleMutationControlTests,
+    "test_mutation_at_root_compiles",
+    "test_autograd_function_forward_compiles",
+    "test_checkpoint_side_effects_allowed_by_config",
+    "test_nullified_mutation_compiles",
+    "test_outer_plain_object_keeps_generic_breaks",
+)
+
+
+if __name__ == "__main__":
+    from torch._dynamo.test_case import run_tests
+
+    run_tests()
