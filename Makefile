@@ -16,9 +16,10 @@ RELEASES := $(shell PYTHONPATH=src $(PYTHON) -c "from pathlib import Path; \
   from torchpatch.series import supported_versions as s; print(*s(Path('patches')))")
 # CI's tier: the releases CI proves in full (PyTorch's own tests where
 # ../shared/upstream has them, one release whose inlining flag is a justknob
-# Config, and the newest release). `make test TORCH=all` proves every
-# release, one venv at a time.
-TIER := 2.4.1 2.6.0 2.7.1 2.15.0
+# Config, the graph-break release whose flag still switches both modes, and
+# the newest release). `make test TORCH=all` proves every release, one venv
+# at a time.
+TIER := 2.4.1 2.6.0 2.7.1 2.11.0 2.15.0
 # The newest release, and one whose inlining flag still switches both modes.
 DEMO_TORCH := 2.6.0 2.15.0
 TORCH ?= $(TIER)
