@@ -74,16 +74,23 @@ test-%: .venvs/torch-%/.installed .venvs/lint/.installed
 	$(PY) tools/upstream_lint.py
 	$(PY) bench/instructions.py --smoke --torch $*
 
-# Every release, one venv at a time: a venv this run built is removed after
-# its release is proven, so that the disk holds one CUDA build at a time.
-# Records the run in results/releases.json and README's table.
+# Every release, JOBS at a time (default 1; JOBS=2 runs one a core, with two
+# CUDA venvs on disk): a venv this run built is removed after its release is
+# proven, so that the disk holds JOBS CUDA builds at a time. Each release's
+# output goes to build/test-all/<release>.log; a failed release fails the
+# run once the others are done. Records the run in results/releases.json and
+# README's table.
+JOBS ?= 1
 test-all: lint apply-check
-	rm -rf build/releases
-	for v in $(RELEASES); do \
-	  kept=$$(test -d .venvs/torch-$$v && echo yes); \
-	  $(MAKE) --no-print-directory test-$$v EXTENDED=1 || exit 1; \
+	rm -rf build/releases build/test-all
+	mkdir -p build/test-all
+	printf '%s\n' $(RELEASES) | xargs -P $(JOBS) -I{} sh -c '\
+	  v={}; kept=$$(test -d .venvs/torch-$$v && echo yes); \
+	  if $(MAKE) --no-print-directory test-$$v EXTENDED=1 \
+	      > build/test-all/$$v.log 2>&1; then ok=1; else ok=; fi; \
 	  test -n "$$kept" || rm -rf .venvs/torch-$$v; \
-	done
+	  if test -n "$$ok"; then echo "torch $$v: proven"; \
+	  else echo "torch $$v: FAILED, see build/test-all/$$v.log"; exit 1; fi'
 	$(PYTHON) tools/release_table.py --record
 
 lint: .venvs/lint/.installed

@@ -27,7 +27,8 @@ one per core. Leaves the series applied.
     python bench/instructions.py --smoke          # seconds of tracing, for make test
     python bench/instructions.py --calls          # `make bench-calls`: calls only
 
-Writes bench/results/latest.json (smoke: smoke.json; --calls: calls.json).
+Writes bench/results/latest.json (smoke: smoke-<releases>.json, so that
+`make test TORCH=all JOBS=2` runs two at once; --calls: calls.json).
 Fails if the series adds a Python call to a workload that refuses nothing
 (FREE_CASES): the smoke run in `make test` keeps that so on every series.
 """
@@ -338,15 +339,18 @@ def main() -> int:
             raise SystemExit("bench: calls added where nothing is refused:\n"
                              + "\n".join(paying))  # fmt: skip
         return 0
+    work = ROOT / "build" / "bench"
     if args.smoke:
         cases, layouts, modes = SMOKE_CASES, LAYOUTS[:1], (1,)
-        out = BENCH / "results" / "smoke.json"
+        name = f"smoke-{'-'.join(args.torch)}"
+        out = BENCH / "results" / f"{name}.json"
+        work = work / name
     else:
         cases, layouts, modes = CASES, LAYOUTS, (0, 1)
         out = BENCH / "results" / "latest.json"
     started = time.monotonic()
-    (ROOT / "build" / "bench").mkdir(parents=True, exist_ok=True)
-    library = build_library(ROOT / "build" / "bench")
+    work.mkdir(parents=True, exist_ok=True)
+    library = build_library(work)
     rows = []
     for version in args.torch:
         rows += measure_series(version, cases, layouts, modes, library)

@@ -33,7 +33,7 @@ from torchpatch import bundle, series
 from torchpatch.targets import InstalledTorch
 
 ROOT = Path(__file__).resolve().parents[1]
-WORK = ROOT / "build" / "upstream-lint"
+WORK = ROOT / "build" / "upstream-lint"  # a folder per release
 TOOLS = ROOT / ".venvs" / "lint" / "bin"
 RUFF_CONFIG = ROOT / "lint" / "ruff-upstream.toml"
 FLAKE8_ONLY = (
@@ -52,17 +52,17 @@ def torchpatch(command: str) -> None:
     )
 
 
-def write_trees(install: InstalledTorch, found: series.Series) -> list[str]:
-    """WORK/pristine and WORK/patched; the paths linted, relative to both."""
-    shutil.rmtree(WORK, ignore_errors=True)
+def write_trees(install: InstalledTorch, found: series.Series, work: Path) -> list[str]:
+    """work/pristine and work/patched; the paths linted, relative to both."""
+    shutil.rmtree(work, ignore_errors=True)
     touched = [f for f in found.files if f.startswith("torch/") and f.endswith(".py")]
     for state, command in (("pristine", "revert"), ("patched", "apply")):
         torchpatch(command)
         for path in touched:
-            (WORK / state / path).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(install.root / path, WORK / state / path)
+            (work / state / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(install.root / path, work / state / path)
     for test in found.exported_tests:
-        target = WORK / "patched" / test.upstream
+        target = work / "patched" / test.upstream
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(bundle.data_root() / test.path, target)
     return touched + [t.upstream for t in found.exported_tests]
@@ -105,8 +105,9 @@ def unformatted(tree: Path, paths: list[str]) -> set[str]:
 def main() -> int:
     install = InstalledTorch.find()
     found = series.load_series(bundle.data_root() / "patches", install.version)
-    paths = write_trees(install, found)
-    pristine, patched = WORK / "pristine", WORK / "patched"
+    work = WORK / install.version
+    paths = write_trees(install, found, work)
+    pristine, patched = work / "pristine", work / "patched"
     new = findings(patched, paths) - findings(pristine, paths)
     problems = [
         f"{path}: {code} {text}" + (f" (x{n})" if n > 1 else "")
