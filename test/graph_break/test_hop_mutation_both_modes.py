@@ -5,19 +5,19 @@ the fix's graph break, and the controls as their Dynamo behaves, in both
 modes on 2.11 (whose inline_inbuilt_nn_modules still switches one) and
 with inlining on, the only mode, on 2.12.
 
-With inlining off every module is an NNModuleVariable, which Dynamo
-installs in the graph as it is: it refuses any mutation of one inside a
-HigherOrderOp body (an autograd.Function forward and checkpoint under
+With inlining off every module is an NNModuleVariable, which Dynamo installs
+in the graph as it is: it refuses any mutation of one inside a HigherOrderOp
+body (an autograd.Function forward and checkpoint under
 skip_fwd_side_effects_in_bwd_under_checkpoint included), and supports
-neither del, object.__setattr__ nor eval() on one, even at the root.
-Both predate what three tests of test_hop_mutation.py check: undoing a
-constant mutation inside the body (the nullified-mutation rule), the taint
-that made `self.w += 1` in an autograd.Function forward an internal error
-(2.11 compiles it; 2.12 compiles it into code that raises NameError when it
-runs, with fullgraph=False too, so that form is not a control there), and
-a plain object's new attribute failing with the repr of an AttributeError
-(both give "HOP: Unsafe side effect" for every outer plain object). Those tests are left out, and the ones below
-check what this Dynamo does instead.
+neither del, object.__setattr__ nor eval() on one, even at the root. Both
+predate what three tests of test_hop_mutation.py check: undoing a constant
+mutation inside the body (the nullified-mutation rule), the taint that made
+`self.w += 1` in an autograd.Function forward an internal error (2.11
+compiles it; 2.12 compiles it into code that raises NameError when it runs,
+with fullgraph=False too, so that form is not a control there), and a plain
+object's new attribute failing with the repr of an AttributeError (both give
+"HOP: Unsafe side effect" for every outer plain object). Those tests are
+left out, and the ones below check what this Dynamo does instead.
 """
 
 import test_hop_mutation as base
@@ -88,49 +88,45 @@ class ErrorTestsOfThisRelease:
 
 
 class ControlTestsOfThisRelease:
-    def assertRefusedLikeEager(self, model_fn, x):
-        # Refused with fullgraph=True, whichever graph break it is: on an
-        # NNModuleVariable, this Dynamo's own.
-        self.assertIsNotNone(compile_error(model_fn(), x))
+    def assertCompilesOrRefusedLikeEager(self, compiles, model_fn, x):
+        """Compiles like eager, or (compiles false) is refused with
+        fullgraph=True and falls back like eager; returns the refusal."""
+        if compiles:
+            self.assertFullgraphMatchesEager(model_fn, x)
+            return None
+        # Whichever graph break it is: on an NNModuleVariable, this Dynamo's.
+        error = compile_error(model_fn(), x)
         self.assertFallbackMatchesEager(model_fn, x)
+        return error
 
     @parametrize("mutation", MUTATIONS)
     def test_mutation_at_root(self, mutation):
-        def make_model():
-            return Root("wrap", mutation, "submodule")
-
-        x = torch.randn(3, 2)
-        if inlined() or mutation in STATIC_ROOT_MUTATIONS:
-            self.assertFullgraphMatchesEager(make_model, x)
-        else:
-            error = compile_error(make_model(), x)
+        error = self.assertCompilesOrRefusedLikeEager(
+            inlined() or mutation in STATIC_ROOT_MUTATIONS,
+            lambda: Root("wrap", mutation, "submodule"),
+            torch.randn(3, 2),
+        )
+        if error is not None:
             self.assertNotEqual(graph_break(error)[0], GB_TYPE, msg=str(error))
-            self.assertFallbackMatchesEager(make_model, x)
 
     @parametrize("mutation", FORWARD_MUTATIONS)
     def test_autograd_function_forward(self, mutation):
-        def make_model():
-            return Model("autograd_function", mutation, "submodule")
-
-        x = make_input("autograd_function")
-        if inlined():
-            self.assertFullgraphMatchesEager(make_model, x)
-        else:
-            self.assertRefusedLikeEager(make_model, x)
+        self.assertCompilesOrRefusedLikeEager(
+            inlined(),
+            lambda: Model("autograd_function", mutation, "submodule"),
+            make_input("autograd_function"),
+        )
 
     @parametrize("mutation", ("iadd_buffer", "rebind_int", "delete_attribute"))
     def test_checkpoint_side_effects_config(self, mutation):
-        def make_model():
-            return Model("checkpoint", mutation, "self")
-
-        x = make_input("checkpoint")
         with torch._dynamo.config.patch(
             skip_fwd_side_effects_in_bwd_under_checkpoint=True
         ):
-            if inlined():
-                self.assertFullgraphMatchesEager(make_model, x)
-            else:
-                self.assertRefusedLikeEager(make_model, x)
+            self.assertCompilesOrRefusedLikeEager(
+                inlined(),
+                lambda: Model("checkpoint", mutation, "self"),
+                make_input("checkpoint"),
+            )
 
     @parametrize("hop", ("map", "cond", "wrap"))
     def test_outer_plain_object_unsafe_side_effect(self, hop):
