@@ -56,3 +56,10 @@ def test_a_gb_type_raised_with_two_texts_is_not(tmp_path):
     twice = CALL + CALL.replace("def f(", "def g(").replace("Not allowed.", "No.")
     _, synced = registry_lint.state(dynamo(tmp_path, [ENTRY], twice))
     assert synced == {"nn.Module mutation in HigherOrderOp": False}
+
+
+def test_unimplemented_v2_calls_are_read(tmp_path):
+    # 2.8 and 2.9 raise graph breaks through unimplemented_v2.
+    v2 = CALL.replace("unimplemented(", "unimplemented_v2(")
+    _, synced = registry_lint.state(dynamo(tmp_path, [ENTRY], v2))
+    assert synced == {"nn.Module mutation in HigherOrderOp": True}

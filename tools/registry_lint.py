@@ -1,8 +1,9 @@
 """The graph-break registry check of PyTorch's GB_REGISTRY lint, for a series.
 
-From 2.11 on every `unimplemented(gb_type=..., context=..., explanation=...,
-hints=...)` call of torch/_dynamo must match the newest entry of its gb_type
-in torch/_dynamo/graph_break_registry.json, and upstream's lint
+From 2.8 on every `unimplemented(gb_type=..., context=..., explanation=...,
+hints=...)` call of torch/_dynamo (`unimplemented_v2` in 2.8 and 2.9) must
+match the newest entry of its gb_type in
+torch/_dynamo/graph_break_registry.json, and upstream's lint
 (tools/linter/adapters/gb_registry_linter.py) fails a pull request where it
 does not. This reads the calls the way that lint does (the arguments' text,
 f-string fields as `{expr}`, hints split into their quoted strings with
@@ -15,7 +16,7 @@ patched torch/_dynamo of this interpreter's torch:
 
     python tools/registry_lint.py     # with the venv's python; torch is left patched
 
-A release without a registry (before 2.11) has nothing to check.
+A release without a registry (before 2.8) has nothing to check.
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ import sys
 from pathlib import Path
 
 Call = tuple  # (context, explanation, hints)
+# The functions whose calls the lint reads; 2.10 renamed unimplemented_v2.
+RAISERS = (
+    "unimplemented",
+    "unimplemented_with_warning",
+    "unimplemented_v2",
+    "unimplemented_v2_with_warning",
+)
 
 
 def _segment(lines: list[bytes], node: ast.AST) -> str:
@@ -98,7 +106,7 @@ def calls(dynamo: Path) -> dict[str, set[Call]]:
             if not (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Name)
-                and node.func.id in ("unimplemented", "unimplemented_with_warning")
+                and node.func.id in RAISERS
             ):
                 continue
             args = {kw.arg: _text(lines, kw.value) for kw in node.keywords}

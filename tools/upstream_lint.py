@@ -9,7 +9,7 @@ the test files the series adds upstream, and runs on both trees:
 - flake8 with the rules upstream leaves to it (the codes its pyproject.toml
   marks external, and B950 at its 120 columns);
 - the graph-break registry check of its GB_REGISTRY lint
-  (tools/registry_lint.py), from 2.11 on.
+  (tools/registry_lint.py), from 2.8 on.
 
 A finding counts as new when the patched file has more of it (same code and
 message, wherever the line) than the wheel's file: the wheel's own findings,
