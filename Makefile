@@ -96,6 +96,7 @@ test-all: lint apply-check
 lint: .venvs/lint/.installed
 	.venvs/lint/bin/ruff check $(LINTED)
 	.venvs/lint/bin/ruff format --check $(LINTED)
+	PYTHONPATH=src $(PYTHON) tools/carried_tests.py --check
 	$(PYTHON) tools/release_table.py --check
 
 # Each series against the torch/_dynamo of the wheel of every release it

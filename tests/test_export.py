@@ -6,7 +6,14 @@ import subprocess
 
 import fakes
 import pytest
-from fakes import EXTENDED_TEST, NEW_TEST, NEW_TEST_TEXT, PATCHED, UNLISTED_TEST
+from fakes import (
+    EXTENDED_TEST,
+    NEW_TEST,
+    NEW_TEST_SOURCE,
+    NEW_TEST_TEXT,
+    PATCHED,
+    UNLISTED_TEST,
+)
 
 
 def test_export_applies_with_git_apply_and_git_am(run, source_tree, tmp_path):
@@ -116,3 +123,55 @@ def test_export_to_a_path_that_cannot_be_written(run, tmp_path, where, reason):
     assert stdout == ""
     assert err == f"torchpatch: error: cannot write {out}: {reason}\n"
     assert not out.exists()
+
+
+def _carry_the_test(upstream, data):
+    """A series whose last patch, the test commit, creates NEW_TEST itself."""
+    fakes.write_tree(upstream, {NEW_TEST: NEW_TEST_TEXT})
+    fakes.git(upstream, "add", "-A")
+    fakes.git(upstream, "commit", "-qm", "[dynamo] Test it\n\nThe new test.")
+    series_dir = data / "patches/torch-2.4.1"
+    for patch in series_dir.glob("*.patch"):
+        patch.unlink()
+    fakes.git(upstream, "format-patch", "-q", "--zero-commit", "-o",
+              str(series_dir), "HEAD~3")  # fmt: skip
+    names = sorted(p.name for p in series_dir.glob("*.patch"))
+    (series_dir / "series").write_text("\n".join(names) + "\n")
+    return series_dir / names[-1]
+
+
+def test_a_test_file_the_series_carries_is_exported_once(
+    run, upstream, data, source_tree, tmp_path
+):
+    _carry_the_test(upstream, data)
+    out = tmp_path / "upstream.patch"
+    code, _, _ = run("export", str(out))
+    assert code == 0
+    assert out.read_text().count(f"diff --git a/{NEW_TEST} ") == 1
+    fakes.git(source_tree, "apply", str(out))
+    assert (source_tree / NEW_TEST).read_bytes() == NEW_TEST_TEXT
+
+
+def test_a_stale_carried_test_file_is_refused_then_refreshed(
+    run, upstream, data, source_tree, tmp_path
+):
+    from torchpatch import export, series
+
+    test_commit = _carry_the_test(upstream, data)
+    changed = b"def test_new():\n    assert 1 + 1 == 2\n"
+    (data / NEW_TEST_SOURCE).write_bytes(changed)
+    out = tmp_path / "upstream.patch"
+    code, _, err = run("export", str(out))
+    assert code == 1
+    assert err.startswith(f"torchpatch: error: {test_commit} creates {NEW_TEST} ")
+    assert err.count("\n") == 1
+    assert not out.exists()
+
+    found = series.load_series(data / "patches", "2.4.1")
+    assert export.refresh_carried(found, data) == [test_commit]
+    assert export.refresh_carried(found, data) == []  # now in sync: a no-op
+    fakes.git(source_tree, "checkout", "-q", "-b", "pr")
+    for patch in found.patches:
+        fakes.git(source_tree, "am", "-q", "--keep-non-patch", str(patch.path))
+    assert (source_tree / NEW_TEST).read_bytes() == changed
+    assert run("export", str(out))[0] == 0

@@ -7,6 +7,11 @@ it), its diff the series' diffs followed by a new-file section for every
 test file the series exports (the `FILE -> PATH` lines of its `tests` file),
 created at PATH. A file that several patches touch gets one section per
 patch; git applies them in order.
+
+A series whose test commit already creates PATH (so that `git am` of the
+series gives the whole pull request) carries that file: export adds no
+second section, and refuses a series whose carried copy differs from FILE.
+`refresh_carried` rewrites the carried copy from FILE.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from pathlib import Path
 
 from torchpatch import git
 from torchpatch.errors import MalformedSeries
-from torchpatch.series import Patch, Series
+from torchpatch.series import Patch, Series, TestFile
 
 _DIFFSTAT_SEPARATOR = b"\n---\n"
 _SIGNATURE = re.compile(rb"\n-- \n[^\n]*\n*\Z")
@@ -32,8 +37,12 @@ def build(series: Series, data_root: Path) -> bytes:
     for (_, extra_message, _), patch in zip(parts[1:], series.patches[1:]):
         header += b"\n" + patch.subject.encode() + b"\n\n" + extra_message
     diff = b"".join(d for _, _, d in parts)
+    stale = stale_carried(series, data_root)
+    if stale:
+        raise MalformedSeries(stale[0])
     for test in series.exported_tests:
-        diff += git.new_file_diff(data_root / test.path, test.upstream)
+        if _carrier(series, test) is None:
+            diff += git.new_file_diff(data_root / test.path, test.upstream)
     stat = git.diffstat(diff, cwd=data_root)
     signature = _SIGNATURE.search(series.patches[0].read())
     trailer = signature.group(0).lstrip(b"\n") if signature else b""
@@ -50,3 +59,89 @@ def _split(patch: Patch) -> tuple[bytes, bytes, bytes]:
         raise MalformedSeries(f"{patch.path}: no '---' line before its diff")
     _, _, body = head.partition(b"\n\n")
     return head + b"\n", body.strip() + b"\n", rest[diff_start:]
+
+
+def stale_carried(series: Series, data_root: Path) -> list[str]:
+    """A line for each carried test file whose copy in its patch is not FILE."""
+    problems = []
+    for test in series.exported_tests:
+        patch = _carrier(series, test)
+        if patch is None:
+            continue
+        if _added_file(patch.read(), test.upstream) != (
+            data_root / test.path
+        ).read_bytes():
+            problems.append(
+                f"{patch.path} creates {test.upstream} unlike {test.path}; "
+                f"rewrite it with `python tools/carried_tests.py`"
+            )
+    return problems
+
+
+def refresh_carried(series: Series, data_root: Path) -> list[Path]:
+    """Rewrite each carried test file's section from FILE; the patches changed."""
+    changed = []
+    for test in series.exported_tests:
+        patch = _carrier(series, test)
+        if patch is None:
+            continue
+        text = patch.read()
+        if _added_file(text, test.upstream) == (data_root / test.path).read_bytes():
+            continue
+        head, sep, rest = text.partition(_DIFFSTAT_SEPARATOR)
+        start, end = _section(rest, test.upstream)
+        new_rest = (
+            rest[:start]
+            + git.new_file_diff(data_root / test.path, test.upstream)
+            + rest[end:]
+        )
+        diff_start = new_rest.find(b"diff --git ")
+        signature = _SIGNATURE.search(new_rest)
+        diff_end = signature.start() + 1 if signature else len(new_rest)
+        diff = new_rest[diff_start:diff_end]
+        stat = git.diffstat(diff, cwd=data_root)
+        new_text = head + sep + stat + b"\n" + new_rest[diff_start:]
+        if new_text != text:
+            patch.path.write_bytes(new_text)
+            changed.append(patch.path)
+    return changed
+
+
+def _carrier(series: Series, test: TestFile) -> Patch | None:
+    """The patch of the series that creates test's upstream path, if one does."""
+    for patch in series.patches:
+        if test.upstream in patch.files:
+            return patch
+    return None
+
+
+def _section(rest: bytes, relpath: str) -> tuple[int, int]:
+    """Where the `diff --git` section of relpath starts and ends in rest."""
+    start = rest.find(f"diff --git a/{relpath} b/{relpath}\n".encode())
+    if start < 0:
+        raise MalformedSeries(f"no diff section for {relpath}")
+    following = rest.find(b"\ndiff --git ", start)
+    signature = _SIGNATURE.search(rest, start)
+    ends = [e + 1 for e in (following,) if e >= 0]
+    ends += [signature.start() + 1] if signature else []
+    return start, min(ends, default=len(rest))
+
+
+def _added_file(text: bytes, relpath: str) -> bytes | None:
+    """The bytes a patch's new-file section for relpath creates."""
+    _, _, rest = text.partition(_DIFFSTAT_SEPARATOR)
+    try:
+        start, end = _section(rest, relpath)
+    except MalformedSeries:
+        return None
+    section = rest[start:end].split(b"\n@@ ", 1)
+    if len(section) != 2 or b"\nnew file mode " not in section[0]:
+        return None
+    lines = section[1].split(b"\n")[1:]
+    out = []
+    for line in lines:
+        if line.startswith(b"+"):
+            out.append(line[1:] + b"\n")
+        elif line.startswith(b"\\") and out:
+            out[-1] = out[-1][:-1]  # \ No newline at end of file
+    return b"".join(out)

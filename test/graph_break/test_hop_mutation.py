@@ -551,6 +551,23 @@ Attempted to set attribute 'w' of nn.Module Module inside the body of torch.ops.
         self.assertEqual(graph_break(error)[0], "HOP: Unsafe side effect")
         self.assertFalse(hasattr(config, "fresh"))
 
+    def test_checkpoint_hint_only_where_the_flag_helps(self):
+        # skip_fwd_side_effects_in_bwd_under_checkpoint allows the side
+        # effects of an inlined module under checkpoint, and nothing else.
+        for hop, make_model, shown in (
+            ("checkpoint", lambda: Model("checkpoint", "iadd_buffer", "self"), True),
+            ("map", lambda: Model("map", "iadd_buffer", "self"), False),
+            ("checkpoint", lambda: static_model("checkpoint", "rebind_int"), False),
+        ):
+            with self.subTest(hop=hop, shown=shown):
+                message = str(compile_error(make_model(), make_input(hop)))
+                self.assertIn(GB_TYPE, message)
+                self.assertIn("Remove the mutation", message)
+                self.assertEqual(
+                    "skip_fwd_side_effects_in_bwd_under_checkpoint" in message, shown
+                )
+                self.assertNotIn("fundamental", message)
+
     @settings(max_examples=8, deadline=None)
     @given(
         outer=st.lists(st.sampled_from(("wrap", "cond")), min_size=1, max_size=2),
