@@ -142,7 +142,9 @@ def test_export_applies_to_the_wheel_sources(real_install, tmp_path, capsys):
 def test_patch_only_touches_what_the_issue_allows(version):
     found = series.load_series(SERIES_ROOT, version)
     assert "torch/_dynamo/side_effects.py" in found.files
-    assert set(found.files) <= ALLOWED
+    # A test commit may create the test file the pull request adds.
+    carried = {test.upstream for test in found.exported_tests}
+    assert set(found.files) <= ALLOWED | carried
     assert found.tests
 
 

@@ -42,12 +42,12 @@ def fake_python(tmp_path: Path) -> Path:
 
 def test_a_test_that_passes_in_a_rerun_is_flaky_not_a_regression(tmp_path):
     python = fake_python(tmp_path)
-    lost = ["test_x.T::test_broken", "test_x.T::test_flaky"]
+    lost = ["dynamo.test_x.T::test_broken", "dynamo.test_x.T::test_flaky"]
     regressed, flaky = upstream_test.rerun_lost(
         lost, tmp_path / "tree", python, "test_x.py", "1", tmp_path / "patched.xml"
     )
-    assert regressed == ["test_x.T::test_broken"]
-    assert flaky == ["test_x.T::test_flaky"]
+    assert regressed == ["dynamo.test_x.T::test_broken"]
+    assert flaky == ["dynamo.test_x.T::test_flaky"]
     # test_broken failed the first rerun too, so the file ran again.
     assert (python.parent / "runs").read_text() == str(upstream_test.RERUNS)
 
@@ -55,8 +55,8 @@ def test_a_test_that_passes_in_a_rerun_is_flaky_not_a_regression(tmp_path):
 def test_no_rerun_once_every_lost_test_passed_again(tmp_path):
     python = fake_python(tmp_path)
     regressed, flaky = upstream_test.rerun_lost(
-        ["test_x.T::test_fine"], tmp_path / "tree", python, "test_x.py", "1",
+        ["dynamo.test_x.T::test_fine"], tmp_path / "tree", python, "test_x.py", "1",
         tmp_path / "patched.xml",
     )  # fmt: skip
-    assert (regressed, flaky) == ([], ["test_x.T::test_fine"])
+    assert (regressed, flaky) == ([], ["dynamo.test_x.T::test_fine"])
     assert (python.parent / "runs").read_text() == "1"

@@ -1,20 +1,23 @@
 """make upstream-test: PyTorch's own tests on the pristine and the patched torch.
 
-For the torch of this interpreter, with the release's `test/dynamo/` from
+For the torch of this interpreter, with the release's `test/` from
 PYTORCH_TESTS (a folder holding `test/dynamo/`, such as a PyTorch checkout
 of that release) or else the matching folder of ../shared/upstream/
-(`pytorch-<version>`, then `pytorch-<major>.<minor>`):
+(`pytorch-<version>`, then `pytorch-<major>.<minor>`; for today's line,
+2.13 and later, which has no release test tree there, `pytorch-main`):
 
 1. export: two trees, each the wheel's torch/ sources plus those tests;
    `torchpatch export` must pass `git apply --check` on one and is applied
    to it, and its torch/ files must then equal what `torchpatch apply`
    writes into the install.
-2. seed: if the series changes test_misc.py (where test_map_side_effects,
-   the upstream test of #126355, lives), `test/dynamo/test_misc.py -k
-   test_map_side_effects` of the patched tree passes on the patched torch
-   and fails on the pristine one, with TORCHDYNAMO_INLINE_INBUILT_NN_MODULES
-   unset and set to each mode of the release (run through
-   torchpatch.inline_mode, since 2.6.0 and later ignore the variable).
+2. seeds: for each test of SEEDS that the export changes (test_map_side_effects,
+   the upstream test of #126355, and the test 2.13+'s 0002 changes), its
+   file's own driver, `python test/dynamo/test_misc.py -k
+   test_map_side_effects` as PyTorch's CI and the issue run it, on the
+   patched tree passes on the patched torch and fails on the pristine one:
+   with TORCHDYNAMO_INLINE_INBUILT_NN_MODULES unset, literally, then set to
+   each mode of the release (run through torchpatch.inline_mode, since
+   2.6.0 and later ignore the variable).
 3. regressions: each of FILES that the folder has, in each mode, the
    pristine tree's tests on the pristine torch against the patched tree's
    on the patched torch, test by test. A test that passes pristine and
@@ -24,12 +27,16 @@ of that release) or else the matching folder of ../shared/upstream/
 
 Pristine and patched run side by side, each in a hard-linked copy of this
 virtualenv (torchpatch replaces files, so the copies never share a patched
-one). With no test folder it says what it skipped and why, and passes.
+one). Main's tests need one shim on a released torch, which the harness
+loads as a pytest plugin (tools/shims/release_shims.py), never an edit of
+the upstream files. With no test folder it says what it skipped and why,
+and passes.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,18 +49,29 @@ from pathlib import Path
 from torch_states import STATES, torch_states
 
 from torchpatch.inline_mode import modes
+from torchpatch.series import version_key
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "upstream"
 WORK = ROOT / "build" / "upstream-test"
+# Under test/; each runs where the test folder has it.
 FILES = (
-    "test_misc.py",
-    "test_higher_order_ops.py",
-    "test_autograd_function.py",
-    "test_modules.py",
-    "test_activation_checkpointing.py",
+    "dynamo/test_misc.py",
+    "dynamo/test_higher_order_ops.py",
+    "dynamo/test_autograd_function.py",
+    "dynamo/test_modules.py",
+    "dynamo/test_activation_checkpointing.py",
+    "higher_order_ops/test_invoke_subgraph.py",
 )
-SEED = ["test/dynamo/test_misc.py", "-k", "test_map_side_effects"]
+# {test: the file whose driver runs it}: upstream tests a series changes.
+SEEDS = {
+    "test_map_side_effects": "test/dynamo/test_misc.py",
+    "test_side_effect_with_aliased_intermediate": (
+        "test/higher_order_ops/test_invoke_subgraph.py"
+    ),
+}
+TODAYS_LINE = (2, 13)  # releases from here on run pytorch-main's tests
+SHIMS = Path(__file__).resolve().parent / "shims"
 ENV = "TORCHDYNAMO_INLINE_INBUILT_NN_MODULES"
 TIMEOUT = 3600  # seconds for one test file
 RERUNS = 2  # reruns of a file whose patched run lost a test
@@ -63,7 +81,10 @@ def find_tests(version: str) -> Path | None:
     if os.environ.get("PYTORCH_TESTS"):
         return Path(os.environ["PYTORCH_TESTS"]).resolve()
     major_minor = ".".join(version.split(".")[:2])
-    for name in (f"pytorch-{version}", f"pytorch-{major_minor}"):
+    names = [f"pytorch-{version}", f"pytorch-{major_minor}"]
+    if version_key(version)[:2] >= TODAYS_LINE:
+        names.append("pytorch-main")
+    for name in names:
         if (SHARED / name / "test" / "dynamo").is_dir():
             return SHARED / name
     return None
@@ -84,7 +105,7 @@ def site_packages(python: Path) -> Path:
 
 
 def make_tree(tree: Path, torch_root: Path, tests: Path) -> None:
-    """The wheel's torch/ sources and the release's test/dynamo/."""
+    """The wheel's torch/ sources and the release's test/."""
 
     def not_sources(folder: str, names: list[str]) -> list[str]:
         return [
@@ -95,14 +116,16 @@ def make_tree(tree: Path, torch_root: Path, tests: Path) -> None:
         ]
 
     shutil.copytree(torch_root / "torch", tree / "torch", ignore=not_sources)
-    shutil.copytree(tests / "test" / "dynamo", tree / "test" / "dynamo",
+    shutil.copytree(tests / "test", tree / "test",
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
     for path in tree.rglob("*"):
         path.chmod(path.stat().st_mode | 0o200)
 
 
-def apply_export(tree: Path, version: str, patched: Path) -> tuple[list[str], bool]:
-    """Problems, and whether the export changes the seed test's file."""
+def apply_export(
+    tree: Path, version: str, patched: Path
+) -> tuple[list[str], list[str]]:
+    """Problems, and the tests of SEEDS whose files the export changes."""
     exported = tree.parent / "upstream.patch"
     check([sys.executable, "-m", "torchpatch", "export",
            "--torch-version", version, str(exported)])  # fmt: skip
@@ -122,8 +145,17 @@ def apply_export(tree: Path, version: str, patched: Path) -> tuple[list[str], bo
     ]
     print(f"export: `git apply --check` passes on wheel torch/ + tests; "
           f"{len(touched)} torch/ files equal the installed series'")  # fmt: skip
-    changes_seed = f"diff --git a/{SEED[0]} " in exported.read_text()
-    return problems, changes_seed
+    changed = [
+        line.split()[-1][2:]
+        for line in exported.read_text().splitlines()
+        if line.startswith("diff --git a/test/")
+    ]
+    seeds = [
+        test
+        for test in SEEDS
+        if any(f"def {test}(" in (tree / path).read_text() for path in changed)
+    ]
+    return problems, seeds
 
 
 def mode_env(mode: str | None) -> dict[str, str]:
@@ -136,23 +168,29 @@ def mode_env(mode: str | None) -> dict[str, str]:
     return env
 
 
-def seed(tree: Path, pythons: dict[str, Path]) -> list[str]:
+def seed(test: str, tree: Path, pythons: dict[str, Path]) -> list[str]:
+    """The patched tree's test passes on the patched torch only."""
     problems = []
-    runner = ["-m", "torchpatch.inline_mode"]
+    command = [SEEDS[test], "-k", test]
     for mode in (None, *modes()):
+        # Unset, the command is the literal one; a mode goes through the
+        # runner that switches it.
+        runner = [] if mode is None else ["-m", "torchpatch.inline_mode"]
         for state, python in pythons.items():
             proc = subprocess.run(
-                [python, *runner, *SEED], cwd=tree, env=mode_env(mode),
+                [python, *runner, *command], cwd=tree, env=mode_env(mode),
                 capture_output=True, text=True, timeout=TIMEOUT,
             )  # fmt: skip
-            ran_one = "Ran 1 test" in proc.stderr
-            passed = proc.returncode == 0 and ran_one
+            ran = re.search(r"^Ran (\d+) tests? in ", proc.stderr, re.MULTILINE)
+            passed = proc.returncode == 0 and ran is not None
             label = f"{ENV}={mode or '<unset>'}"
-            print(f"seed: {state:<8} {label}: {'passed' if passed else 'failed'}")
-            if not ran_one:
-                problems.append(f"seed {state} {label}: did not run exactly 1 test")
+            print(f"seed: python {' '.join(command)}: {state:<8} {label}: "
+                  f"{'passed' if passed else 'failed'}"
+                  f" ({ran.group(0).strip() if ran else 'ran nothing'})")  # fmt: skip
+            if ran is None or ran.group(1) == "0":
+                problems.append(f"seed {test} {state} {label}: ran no test")
             elif passed != (state == "patched"):
-                problems.append(f"seed {state} {label}: expected the opposite")
+                problems.append(f"seed {test} {state} {label}: expected the opposite")
     return problems
 
 
@@ -164,7 +202,7 @@ def outcomes(report: Path) -> dict[str, str]:
             (k for k in ("failure", "error", "skipped") if k in kinds), "passed"
         )
         # classname is dotted from the rootdir: keep what names the test.
-        where = case.get("classname", "").rpartition("test.dynamo.")[2]
+        where = case.get("classname", "").removeprefix("test.")
         found[f"{where}::{case.get('name')}"] = outcome
     return found
 
@@ -172,13 +210,14 @@ def outcomes(report: Path) -> dict[str, str]:
 def run_file(python: Path, tree: Path, name: str, mode: str, report: Path):
     """pytest on one test file of tree, writing a JUnit report; the process."""
     log = report.with_suffix(".log").open("w")
+    env = dict(mode_env(mode), PYTHONPATH=str(SHIMS))
     return subprocess.Popen(
         [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:logging",
+         "-p", "release_shims",
          # This repository's pytest settings are not upstream's.
-         "-c", os.devnull, f"--rootdir={tree}", f"--junitxml={report}",
-         f"dynamo/{name}"],
+         "-c", os.devnull, f"--rootdir={tree}", f"--junitxml={report}", name],
         # Not from the tree's root: its torch/ has no binaries.
-        cwd=tree / "test", env=mode_env(mode), stdout=log, stderr=subprocess.STDOUT,
+        cwd=tree / "test", env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
 
 
@@ -210,13 +249,14 @@ def rerun_lost(lost: list[str], tree: Path, python: Path, name: str, mode: str,
 
 def regressions(trees: dict[str, Path], pythons: dict[str, Path]) -> list[str]:
     problems = []
-    files = [f for f in FILES if (trees["pristine"] / "test/dynamo" / f).is_file()]
+    files = [f for f in FILES if (trees["pristine"] / "test" / f).is_file()]
     for mode in modes():
         for name in files:
             started = time.monotonic()
             procs, reports = {}, {}
             for state, python in pythons.items():
-                reports[state] = trees[state].parent / f"{state}-{mode}-{name}.xml"
+                stem = name.replace("/", "-").removesuffix(".py")
+                reports[state] = trees[state].parent / f"{state}-{mode}-{stem}.xml"
                 procs[state] = run_file(
                     python, trees[state], name, mode, reports[state]
                 )
@@ -234,6 +274,11 @@ def regressions(trees: dict[str, Path], pythons: dict[str, Path]) -> list[str]:
                 for test, outcome in found["pristine"].items()
                 if outcome == "passed" and found["patched"].get(test) != "passed"
             )
+            gained = sorted(
+                test
+                for test, outcome in found["patched"].items()
+                if outcome == "passed" and found["pristine"].get(test) != "passed"
+            )
             flaky = []
             if lost:
                 lost, flaky = rerun_lost(lost, trees["patched"], pythons["patched"],
@@ -243,7 +288,10 @@ def regressions(trees: dict[str, Path], pythons: dict[str, Path]) -> list[str]:
                   + "; ".join(f"{s} {_counts(c)}" for s, c in counts.items())
                   + f"; regressions: {len(lost)}"
                   + (f", flaky: {len(flaky)}" if flaky else "")
+                  + f", passing patched only: {len(gained)}"
                   + f" ({time.monotonic() - started:.0f} s)")  # fmt: skip
+            for test in gained:
+                print(f"  passing patched only, inlining={mode}: {test}")
             for test in flaky:
                 print(f"  flaky, inlining={mode}: {test}: did not pass patched, "
                       f"then passed in a rerun of {name}")  # fmt: skip
@@ -272,13 +320,14 @@ def main() -> int:
         trees = {state: work / f"tree-{state}" for state in STATES}
         for tree in trees.values():
             make_tree(tree, site_packages(pythons["pristine"]), tests)
-        problems, changes_seed = apply_export(
+        problems, seeds = apply_export(
             trees["patched"], version, site_packages(pythons["patched"])
         )
-        if changes_seed:
-            problems += seed(trees["patched"], pythons)
-        else:
-            print(f"seed: the torch {version} series leaves {SEED[0]} alone; skipped")
+        for test in seeds:
+            problems += seed(test, trees["patched"], pythons)
+        if not seeds:
+            print(f"seed: the torch {version} series changes none of "
+                  f"{', '.join(SEEDS)}; skipped")  # fmt: skip
         problems += regressions(trees, pythons)
     for problem in problems:
         print(f"upstream-test: {problem}", file=sys.stderr)

@@ -68,9 +68,10 @@ def stale_carried(series: Series, data_root: Path) -> list[str]:
         patch = _carrier(series, test)
         if patch is None:
             continue
-        if _added_file(patch.read(), test.upstream) != (
-            data_root / test.path
-        ).read_bytes():
+        if (
+            _added_file(patch.read(), test.upstream)
+            != (data_root / test.path).read_bytes()
+        ):
             problems.append(
                 f"{patch.path} creates {test.upstream} unlike {test.path}; "
                 f"rewrite it with `python tools/carried_tests.py`"
