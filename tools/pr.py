@@ -11,7 +11,11 @@ is the pull request. It writes, under build/pr/:
   were checked);
 - PR.md: title and body in PyTorch's conventions, with a before/after
   table from a real run of tools/issue_126355.py on the pristine and the
-  patched torch, and the new test file's results in both states.
+  patched torch, and a test plan of commands this project ran, each with
+  its result: the new test file in both states (run here), and PyTorch's
+  own tests from the last `make upstream-test` of this release
+  (build/upstream-test/torch-<version>/results.json; said to be missing
+  where it has not run).
 
 It leaves the venv's torch patched.
 """
@@ -94,22 +98,68 @@ def run_test_file(path: Path) -> dict:
     }
 
 
-def calls_added(version: str) -> str:
-    """What bench/results/calls.json says of the series' cost, if it has it."""
-    results = ROOT / "bench" / "results" / "calls.json"
+def cost(version: str) -> str:
+    """What bench/results/latest.json says of the series' cost, if it has it."""
+    results = ROOT / "bench" / "results" / "latest.json"
     rows = [
         r
         for r in json.loads(results.read_text())["rows"]
         if r["series"] == version and r["case"] in FREE_CASES
     ] if results.is_file() else []  # fmt: skip
     if not rows:
-        return "not measured for this release (`make bench-calls`)"
-    added = sorted({r["calls_added"] for r in rows})
-    cases = ", ".join(sorted({r["case"] for r in rows}))
+        return "not measured for this release (`make bench TORCH=<release>`)."
+    lines = [
+        "| workload | n | instructions, patched/pristine | A/A spread | calls added |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {r['case']} | {r['n'] or ''} | {r['ratio']:.5f} "
+            f"| {r['aa_spread']:.5f} | {r['calls_added']:+d} |"
+            for r in rows
+        ),
+    ]
     return (
-        f"{' / '.join(f'{a:+d}' for a in added)} Python calls added to the "
-        f"traces of {cases} (cProfile, torch {version})"
+        f"callgrind instruction counts of one trace (median of "
+        f"{len(rows[0]['layouts'])} heap layouts; the A/A spread is what layout "
+        f"alone moves) and Python calls added (cProfile), torch {version}:\n\n"
+        + "\n".join(lines)
     )
+
+
+def upstream_plan(version: str) -> str:
+    """PyTorch's own tests as the last `make upstream-test` ran them."""
+    results = ROOT / "build" / "upstream-test" / f"torch-{version}" / "results.json"
+    if not results.is_file():
+        return (
+            "- PyTorch's own test files: not run for this release here "
+            "(`make upstream-test TORCH=<release>`)."
+        )
+    found = json.loads(results.read_text())
+    lines = []
+    for seed in found["seeds"]:
+        if seed["mode"] is None:
+            torch_state = "with" if seed["state"] == "patched" else "without"
+            lines.append(
+                f"- `{seed['command']}` (this PR's test files), torch {version} "
+                f"{torch_state} this PR's fix: "
+                + ("passed" if seed["passed"] else "failed")
+                + f" ({seed['ran']} test{'s' if seed['ran'] != 1 else ''})"
+            )
+    for entry in found["files"]:
+        pristine, patched = entry["counts"]["pristine"], entry["counts"]["patched"]
+        gained = entry["passing_patched_only"]
+        lines.append(
+            f"- `pytest {entry['file']}` (through its driver, whole): before "
+            f"{pristine.get('passed', 0)} passed, after {patched.get('passed', 0)}"
+            f" passed; {len(entry['regressions'])} passing before and not after"
+            + (f"; passing after only: {', '.join(gained)}" if gained else "")
+        )
+    lines.append(
+        "  (before: the unchanged test tree on torch without this PR; after: "
+        "the tree with this PR's test changes on torch with it. The tests "
+        "that fail in both are main-vs-release skew: stored graph text, newer "
+        "features, CUDA.)"
+    )
+    return "\n".join(lines)
 
 
 def cell(error: dict) -> str:
@@ -145,14 +195,15 @@ def before_after(version: str) -> tuple[str, dict]:
 def body(version: str, table: str, tests: dict, found: series.Series) -> str:
     torch_version = metadata.version("torch")
     pristine, patched = tests["pristine"], tests["patched"]
-    upstream = (found.directory / "UPSTREAM").read_text()
-    checked = re.findall(r"^(test/\S+)\s+([0-9a-f]{40})$", upstream, re.MULTILINE)
-    checked_lines = "\n".join(
-        f"- `{path}`: checked at {commit}" for path, commit in checked
-    )
     subjects = "\n".join(f"- {p.subject}" for p in found.patches)
     return f"""\
 Fixes #{ISSUE}
+
+Based on v{version}: PyTorch main could not be checked out where this was
+made, so the Dynamo hunks are against the v{version} sources and may need a
+rebase onto main. The test hunks were made on the stored texts of main's
+test files that `patches/torch-{version}/UPSTREAM` names (one without a
+recorded commit).
 
 Setting or deleting an attribute of an `nn.Module` from inside the body of a
 HigherOrderOp (`control_flow.map`, `torch.cond`, `while_loop`, `wrap`,
@@ -173,6 +224,16 @@ and the HigherOrderOp. The aliased intermediate of `self.w += 1` in an
 
 Commits:
 {subjects}
+
+Related: #170369 asks that this graph break name the HigherOrderOp; #196199
+(open) reports this refusal for an outer module attribute in a `wrap` body.
+The refusal itself is kept: HigherOrderOps that opt in to side effects keep
+allowing these mutations (an `autograd.Function` forward, `invoke_subgraph`,
+checkpoint with `skip_fwd_side_effects_in_bwd_under_checkpoint`), in line
+with #168395 and #185738, which make side-effect and mutation support an
+opt-in per HigherOrderOp. The second commit turns the taint that #180921
+puts on an aliased intermediate of an `autograd.Function` forward into a
+graph break.
 
 ## What changes for users
 
@@ -202,43 +263,31 @@ side effect" instead of the repr of an `AttributeError`.
 
 ## Cost
 
-A parameter, buffer or submodule store at the root is checked inline, without
-a call; every other store reaches the new helper only where Dynamo already
-refused it. Dynamo traces of workloads that refuse nothing (root attribute
-and buffer stores, HigherOrderOp bodies, a module created and mutated in a
-body, an MLP, a conv net): {calls_added(version)}.
+Every store reaches the new helper only where Dynamo already refused it; a
+parameter, buffer or submodule store asks `tx.output.is_root_tracer()` first.
+Dynamo traces of workloads that refuse nothing (root attribute and buffer
+stores, HigherOrderOp bodies, a module created and mutated in a body, an
+MLP, a conv net), {cost(version)}
 
 ## Test plan
 
-New: `test/dynamo/test_hop_mutation.py`, {patched["tests"]} tests:
-every form of the mutation in every HigherOrderOp that refuses it, on inlined
-and non-inlined modules, and the controls above.
-On torch {torch_version} (CPU), `{patched["command"]}`:
-- with this patch: {patched["passed"]} of {patched["tests"]} passed in \
-{patched["seconds"]} s, exit code {patched["exit_code"]};
-- without it: {pristine["failed"]} failed (the error tests), \
-{pristine["passed"]} passed (the controls), exit code {pristine["exit_code"]}.
+Run on torch {torch_version} (CPU), with and without this PR:
 
-Changed:
-- `test/dynamo/_test_misc_part4.py::test_map_side_effects` asserts the new
-  explanation instead of any error that names `map_impl`;
-- `test/higher_order_ops/test_invoke_subgraph.py::test_side_effect_with_aliased_intermediate`
-  asserts the graph break instead of the internal error.
+- `{patched["command"]}` (new, {patched["tests"]} tests: every form of the
+  mutation in every HigherOrderOp that refuses it, on inlined and non-inlined
+  modules, and the controls above): with this PR {patched["passed"]} of \
+{patched["tests"]} passed in {patched["seconds"]} s (exit code \
+{patched["exit_code"]}); without it {pristine["failed"]} failed (the error
+  tests) and {pristine["passed"]} passed (the controls), exit code \
+{pristine["exit_code"]}.
+{upstream_plan(version)}
 
-The context of these hunks was checked against:
-{checked_lines}
+Changed tests: `test/dynamo/_test_misc_part4.py::test_map_side_effects`
+asserts the new explanation instead of any error that names `map_impl`;
+`test/higher_order_ops/test_invoke_subgraph.py::test_side_effect_with_aliased_intermediate`
+asserts the graph break instead of the internal error.
 
-```
-python test/dynamo/test_hop_mutation.py
-python test/dynamo/test_misc.py -k test_map_side_effects
-python test/higher_order_ops/test_invoke_subgraph.py -k test_side_effect_with_aliased_intermediate
-python test/dynamo/test_higher_order_ops.py
-python test/dynamo/test_autograd_function.py
-python test/dynamo/test_activation_checkpointing.py
-lintrunner -a torch/_dynamo/side_effects.py torch/_dynamo/variables/builtin.py \\
-  torch/_dynamo/variables/nn_module.py torch/_dynamo/variables/higher_order_ops.py \\
-  torch/_dynamo/graph_break_registry.json test/dynamo/test_hop_mutation.py
-```
+Not run here: lintrunner and mypy over the whole tree, and CUDA tests.
 """
 
 

@@ -35,6 +35,7 @@ and passes.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -74,6 +75,8 @@ TODAYS_LINE = (2, 13)  # releases from here on run pytorch-main's tests
 SHIMS = Path(__file__).resolve().parent / "shims"
 ENV = "TORCHDYNAMO_INLINE_INBUILT_NN_MODULES"
 TIMEOUT = 3600  # seconds for one test file
+# What the run found, written to <work>/results.json for `make pr`.
+REPORT: dict[str, list] = {"seeds": [], "files": []}
 RERUNS = 2  # reruns of a file whose patched run lost a test
 
 
@@ -105,14 +108,15 @@ def site_packages(python: Path) -> Path:
 
 
 def make_tree(tree: Path, torch_root: Path, tests: Path) -> None:
-    """The wheel's torch/ sources and the release's test/."""
+    """The wheel's torch/ sources (with the graph-break registry) and the
+    release's test/."""
 
     def not_sources(folder: str, names: list[str]) -> list[str]:
         return [
             n
             for n in names
             if n == "__pycache__"
-            or (not n.endswith(".py") and not (Path(folder) / n).is_dir())
+            or (not n.endswith((".py", ".json")) and not (Path(folder) / n).is_dir())
         ]
 
     shutil.copytree(torch_root / "torch", tree / "torch", ignore=not_sources)
@@ -186,7 +190,10 @@ def seed(test: str, tree: Path, pythons: dict[str, Path]) -> list[str]:
             label = f"{ENV}={mode or '<unset>'}"
             print(f"seed: python {' '.join(command)}: {state:<8} {label}: "
                   f"{'passed' if passed else 'failed'}"
-                  f" ({ran.group(0).strip() if ran else 'ran nothing'})")  # fmt: skip
+                  f" (ran {ran.group(1) if ran else 'nothing'})")  # fmt: skip
+            REPORT["seeds"].append({"command": f"python {' '.join(command)}",
+                                    "mode": mode, "state": state, "passed": passed,
+                                    "ran": int(ran.group(1)) if ran else 0})  # fmt: skip
             if ran is None or ran.group(1) == "0":
                 problems.append(f"seed {test} {state} {label}: ran no test")
             elif passed != (state == "patched"):
@@ -292,6 +299,10 @@ def regressions(trees: dict[str, Path], pythons: dict[str, Path]) -> list[str]:
                   + f" ({time.monotonic() - started:.0f} s)")  # fmt: skip
             for test in gained:
                 print(f"  passing patched only, inlining={mode}: {test}")
+            REPORT["files"].append({"file": f"test/{name}", "mode": mode,
+                                    "counts": {s: dict(c) for s, c in counts.items()},
+                                    "regressions": lost, "flaky": flaky,
+                                    "passing_patched_only": gained})  # fmt: skip
             for test in flaky:
                 print(f"  flaky, inlining={mode}: {test}: did not pass patched, "
                       f"then passed in a rerun of {name}")  # fmt: skip
@@ -329,6 +340,8 @@ def main() -> int:
             print(f"seed: the torch {version} series changes none of "
                   f"{', '.join(SEEDS)}; skipped")  # fmt: skip
         problems += regressions(trees, pythons)
+    REPORT.update(torch=version, tests=str(tests), problems=problems)
+    (work / "results.json").write_text(json.dumps(REPORT, indent=2) + "\n")
     for problem in problems:
         print(f"upstream-test: {problem}", file=sys.stderr)
     print(f"torch {version}: {'FAILED' if problems else 'OK'} (logs in {work})")
