@@ -1,0 +1,43 @@
+"""bench/instructions.py's gate: what a workload that refuses nothing may cost."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import instructions  # noqa: E402
+
+
+def row(case="root_setattr", ratio=1.0, aa_spread=0.0, calls_added=0, helper=0):
+    return {"series": "2.15.0", "case": case, "n": 5, "inlining": 1,
+            "ratio": ratio, "aa_spread": aa_spread, "calls_added": calls_added,
+            "helper_calls": helper}  # fmt: skip
+
+
+def test_calls_the_idiom_costs_do_not_fail_the_gate():
+    rows = [row(calls_added=5, ratio=1.0004, aa_spread=0.0003)]
+    assert instructions.helper_called(rows) == []
+    assert instructions.beyond_resolution(rows) == []
+
+
+def test_a_ratio_beyond_twice_the_spread_fails():
+    (problem,) = instructions.beyond_resolution([row(ratio=1.009, aa_spread=0.004)])
+    assert "ratio 1.00900, beyond 1 +- 0.00800" in problem
+    assert instructions.beyond_resolution([row(ratio=0.991, aa_spread=0.004)])
+
+
+def test_a_row_with_no_spread_is_held_to_the_floor():
+    assert instructions.beyond_resolution([row(ratio=1.0019)]) == []
+    assert instructions.beyond_resolution([row(ratio=1.0021)])
+
+
+def test_the_helper_may_not_run_where_nothing_is_refused():
+    (problem,) = instructions.helper_called([row(helper=1, calls_added=7)])
+    assert "1 calls of the helper (+7 calls in all)" in problem
+
+
+def test_workloads_that_refuse_are_not_gated():
+    rows = [row(case="error_path", ratio=1.05, helper=1, calls_added=110)]
+    assert instructions.helper_called(rows) == []
+    assert instructions.beyond_resolution(rows) == []
