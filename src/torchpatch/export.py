@@ -17,6 +17,7 @@ second section, and refuses a series whose carried copy differs from FILE.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from torchpatch import git
@@ -63,32 +64,18 @@ def _split(patch: Patch) -> tuple[bytes, bytes, bytes]:
 
 def stale_carried(series: Series, data_root: Path) -> list[str]:
     """A line for each carried test file whose copy in its patch is not FILE."""
-    problems = []
-    for test in series.exported_tests:
-        patch = _carrier(series, test)
-        if patch is None:
-            continue
-        if (
-            _added_file(patch.read(), test.upstream)
-            != (data_root / test.path).read_bytes()
-        ):
-            problems.append(
-                f"{patch.path} creates {test.upstream} unlike {test.path}; "
-                f"rewrite it with `python tools/carried_tests.py`"
-            )
-    return problems
+    return [
+        f"{patch.path} creates {test.upstream} unlike {test.path}; "
+        f"rewrite it with `python tools/carried_tests.py`"
+        for test, patch in _stale(series, data_root)
+    ]
 
 
 def refresh_carried(series: Series, data_root: Path) -> list[Path]:
     """Rewrite each carried test file's section from FILE; the patches changed."""
     changed = []
-    for test in series.exported_tests:
-        patch = _carrier(series, test)
-        if patch is None:
-            continue
+    for test, patch in _stale(series, data_root):
         text = patch.read()
-        if _added_file(text, test.upstream) == (data_root / test.path).read_bytes():
-            continue
         head, sep, rest = text.partition(_DIFFSTAT_SEPARATOR)
         start, end = _section(rest, test.upstream)
         new_rest = (
@@ -101,11 +88,20 @@ def refresh_carried(series: Series, data_root: Path) -> list[Path]:
         diff_end = signature.start() + 1 if signature else len(new_rest)
         diff = new_rest[diff_start:diff_end]
         stat = git.diffstat(diff, cwd=data_root)
-        new_text = head + sep + stat + b"\n" + new_rest[diff_start:]
-        if new_text != text:
-            patch.path.write_bytes(new_text)
-            changed.append(patch.path)
+        patch.path.write_bytes(head + sep + stat + b"\n" + new_rest[diff_start:])
+        changed.append(patch.path)
     return changed
+
+
+def _stale(series: Series, data_root: Path) -> Iterator[tuple[TestFile, Patch]]:
+    """Each carried test file whose copy in its patch is not FILE, and the patch."""
+    for test in series.exported_tests:
+        patch = _carrier(series, test)
+        if patch is not None and (
+            _added_file(patch.read(), test.upstream)
+            != (data_root / test.path).read_bytes()
+        ):
+            yield test, patch
 
 
 def _carrier(series: Series, test: TestFile) -> Patch | None:
