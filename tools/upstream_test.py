@@ -11,7 +11,8 @@ of that release) or else the matching folder of ../shared/upstream/
    to it, and its torch/ files must then equal what `torchpatch apply`
    writes into the install.
 2. seeds: for each test of SEEDS that the export changes (test_map_side_effects,
-   the upstream test of #126355, and the test 2.13+'s 0002 changes), its
+   the upstream test of #126355, and the test of 0002's graph break that
+   2.15.0's 0003 changes), its
    file's own driver, `python test/dynamo/test_misc.py -k
    test_map_side_effects` as PyTorch's CI and the issue run it, on the
    patched tree passes on the patched torch and fails on the pristine one:
@@ -135,13 +136,14 @@ def apply_export(
            "--torch-version", version, str(exported)])  # fmt: skip
     check(["git", "apply", "--check", str(exported)], cwd=tree)
     check(["git", "apply", str(exported)], cwd=tree)
-    touched = sorted(
+    paths = sorted(
         {
             line.split()[-1][2:]
             for line in exported.read_text().splitlines()
-            if line.startswith("diff --git a/torch/")
+            if line.startswith("diff --git a/")
         }
     )
+    touched = [path for path in paths if path.startswith("torch/")]
     problems = [
         f"{path}: the exported patch and the series give different files"
         for path in touched
@@ -149,15 +151,11 @@ def apply_export(
     ]
     print(f"export: `git apply --check` passes on wheel torch/ + tests; "
           f"{len(touched)} torch/ files equal the installed series'")  # fmt: skip
-    changed = [
-        line.split()[-1][2:]
-        for line in exported.read_text().splitlines()
-        if line.startswith("diff --git a/test/")
-    ]
+    tests = [path for path in paths if path.startswith("test/")]
     seeds = [
         test
         for test in SEEDS
-        if any(f"def {test}(" in (tree / path).read_text() for path in changed)
+        if any(f"def {test}(" in (tree / path).read_text() for path in tests)
     ]
     return problems, seeds
 
