@@ -14,8 +14,8 @@ the test files the series adds upstream, and runs on both trees:
 A finding counts as new when the patched file has more of it (same code and
 message, wherever the line) than the wheel's file: the wheel's own findings,
 from a newer ruff than the release was linted with, are not the patch's to
-fix. A file the series adds must have none. mypy is not run: it needs a type
-check of all of torch's sources, which does not fit CI's time here.
+fix. A file the series adds must have none. mypy, which checks all of torch's
+sources, is tools/typecheck.py (`make typecheck`), not run in CI.
 
     python tools/upstream_lint.py       # with a release venv's python
 """
