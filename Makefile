@@ -12,6 +12,7 @@
 #   make bench-calls     the Python calls it adds, without callgrind
 #   make typecheck       mypy with upstream's settings: no new error
 #   make pr              the pull request against main (build/pr/)
+#   make rebase FROM=<series> TO=<release>   a series onto another release
 PYTHON ?= python3
 RELEASES := $(shell PYTHONPATH=src $(PYTHON) -c "from pathlib import Path; \
   from torchpatch.series import supported_versions as s; print(*s(Path('patches')))")
@@ -32,7 +33,7 @@ PYTEST = $(PY) -m pytest -q -p no:cacheprovider -p no:logging
 LINTED := src tests test tools bench
 
 .PHONY: venv demo test test-all lint apply-check upstream-test typecheck bench \
-  bench-calls pr clean
+  bench-calls pr rebase rebase-continue clean
 .PRECIOUS: .venvs/torch-%/.installed
 
 venv: $(SELECTED:%=.venvs/torch-%/.installed)
@@ -136,6 +137,17 @@ bench-calls: venv
 # its description with a before/after table from a real run (build/pr/).
 pr: .venvs/torch-$(NEWEST)/.installed
 	.venvs/torch-$(NEWEST)/bin/python tools/pr.py
+
+# Maintainers: replay patches/torch-FROM onto release TO with git's
+# three-way merge and write patches/torch-TO/ and its pins, then prove it
+# (tools/rebase.py). DEST=<dir> writes the series there instead, unproven;
+# PROVE=0 skips the proof. On a conflict it writes nothing: resolve it in
+# the scratch repository it names, then `make rebase-continue FROM= TO=`.
+rebase:
+	PYTHONPATH=src $(PYTHON) tools/rebase.py $(FROM) $(TO) \
+	  $(if $(DEST),--dest $(DEST)) $(if $(filter 0,$(PROVE)),--no-prove)
+rebase-continue:
+	PYTHONPATH=src $(PYTHON) tools/rebase.py --continue $(FROM) $(TO)
 
 clean:
 	rm -rf .venvs build

@@ -14,7 +14,9 @@ A series is made against one release, its folder's name. An optional
 `releases` file lists, one a line, every release it was proven on (its tests
 pass there and its fix tests fail on the pristine wheel); without one it
 serves its own release only. torchpatch picks the series that lists the
-installed release and refuses any other release.
+installed release and refuses any other release. A `HEADER` file says, in
+DEP-3 fields, what the series is and how it differs from the series it was
+rebased from (`make rebase` writes one); torchpatch does not read it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,431 @@
+"""Rebase a patch series onto another torch release, with git's three-way merge.
+
+    python tools/rebase.py FROM TO [--dest DIR] [--no-prove]   # make rebase
+    python tools/rebase.py --continue FROM TO                  # make rebase-continue
+
+FROM names a series (patches/torch-FROM/, made against release FROM), TO a
+release. In a scratch git repository (build/rebase/torch-FROM-to-TO/) it
+commits the files the series touches as FROM's wheel has them (test files
+as ../shared/upstream/pytorch-main has them), applies the series there with
+`git am -3`, commits the same files as TO's wheel has them on top of that
+base, and replays the series onto it with `git rebase`. Then it writes
+patches/torch-TO/ (`git format-patch` files, `series`, `tests`, `releases`
+and a DEP-3 `HEADER`) and requirements/torch-TO.txt, and proves the new
+series with `make test TORCH=TO`.
+
+On a conflict it stops, shows the conflicting hunks and leaves the scratch
+repository for the maintainer to resolve (edit, `git add`), writing nothing
+under patches/ or DEST; `--continue` then finishes the replay and writes the
+series. With --dest the series goes to DEST (its requirements to
+DEST/requirements.txt) and is not proven; --no-prove skips only the proof.
+
+A series that already exists at patches/torch-TO/ is regenerated in place:
+its patches and `series` are rewritten, its `tests`, `releases`, `HEADER`
+and requirements kept. A new series is proven with FROM's tests: a release
+that needs a test file of its own (as 2.11 and 2.12 do) fails the proof, and
+the proof says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from apply_check import fetch_wheel
+from pins import PinError
+
+from torchpatch import series as series_
+from torchpatch.errors import TorchPatchError
+
+ROOT = Path(__file__).resolve().parents[1]
+UPSTREAM_TESTS = ROOT.parent / "shared" / "upstream" / "pytorch-main"
+AUTHOR = ("-c", "user.name=torchpatch rebase", "-c", "user.email=rebase@localhost")
+STATE = "torchpatch-rebase.json"  # in the scratch repository's .git
+_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
+
+# release, {path inside the wheel: where to write it} -> written paths
+Fetch = Callable[[str, Sequence[str], Path], None]
+
+
+class RebaseError(Exception):
+    """A refusal: one line, nothing written."""
+
+
+@dataclass(frozen=True)
+class Job:
+    from_release: str
+    to_release: str
+    patches_root: Path
+    work: Path  # the scratch repository
+    dest: Path | None
+    prove: bool
+
+    @property
+    def from_dir(self) -> Path:
+        return self.patches_root / f"torch-{self.from_release}"
+
+    @property
+    def to_dir(self) -> Path:
+        return self.dest or self.patches_root / f"torch-{self.to_release}"
+
+    def save(self, resolved: Sequence[str] = ()) -> None:
+        state = {
+            "from": self.from_release,
+            "to": self.to_release,
+            "dest": str(self.dest) if self.dest else None,
+            "prove": self.prove,
+            "resolved": list(resolved),
+        }
+        (self.work / ".git" / STATE).write_text(json.dumps(state) + "\n")
+
+    def resolved(self) -> list[str]:
+        """The conflicts the maintainer resolved: "file (patch subject)"."""
+        state = json.loads((self.work / ".git" / STATE).read_text())
+        return list(state["resolved"])
+
+    @classmethod
+    def load(cls, work: Path, patches_root: Path) -> Job:
+        state_file = work / ".git" / STATE
+        if not state_file.is_file():
+            raise RebaseError(f"no rebase to continue in {work}")
+        state = json.loads(state_file.read_text())
+        return cls(
+            state["from"],
+            state["to"],
+            patches_root,
+            work,
+            Path(state["dest"]) if state["dest"] else None,
+            state["prove"],
+        )
+
+
+def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", *AUTHOR, *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=check,
+        env=dict(os.environ, GIT_EDITOR="true", LC_ALL="C"),
+    )
+
+
+def wheel_fetch(release: str, paths: Sequence[str], into: Path) -> None:
+    """Writes into/<path> for each path under torch/ that release's wheel has."""
+    with tempfile.TemporaryDirectory() as download:
+        try:
+            wheel = fetch_wheel(release, Path(download))
+        except subprocess.CalledProcessError:
+            raise RebaseError(
+                f"torch {release}: pip found no wheel of it for CPython 3.11"
+            ) from None
+        with zipfile.ZipFile(wheel) as archive:
+            names = set(archive.namelist())
+            for path in paths:
+                if path in names:
+                    (into / path).parent.mkdir(parents=True, exist_ok=True)
+                    (into / path).write_bytes(archive.read(path))
+
+
+def write_tree(repo: Path, paths: Sequence[str], release: str, fetch: Fetch) -> None:
+    """The work tree holds exactly the series' paths as release has them."""
+    for path in paths:
+        (repo / path).unlink(missing_ok=True)
+    wheel_paths = [p for p in paths if p.startswith("torch/")]
+    fetch(release, wheel_paths, repo)
+    for path in paths:
+        upstream = UPSTREAM_TESTS / path
+        if not path.startswith("torch/") and upstream.is_file():
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(upstream, repo / path)
+    git(repo, "add", "-A", "--", ".")
+    git(repo, "commit", "-q", "--allow-empty", "-m", f"torch {release}")
+
+
+def conflicts(job: Job) -> str:
+    """The conflicting files and their hunks, as git shows them; recorded."""
+    repo = job.work
+    files = git(repo, "diff", "--name-only", "--diff-filter=U").stdout.split()
+    failed = git(repo, "status", "--short").stdout
+    hunks = git(repo, "diff", *files).stdout if files else failed
+    stopped = git(repo, "log", "-1", "--format=%s", "REBASE_HEAD", check=False)
+    subject = stopped.stdout.strip()
+    job.save(job.resolved() + [f"{f} ({subject})" for f in files or ["?"]])
+    return f"conflict replaying {subject!r}\nin: {', '.join(files) or '(see git status)'}\n{hunks}"
+
+
+def carried(job: Job, found: series_.Series) -> list[series_.Patch]:
+    """FROM's patches to replay: every one, but into a series that exists in
+    place, only those whose subject it has (2.15.0's test commit is not
+    2.14.1's to carry)."""
+    target = job.patches_root / f"torch-{job.to_release}"
+    if job.dest is not None or not (target / series_.SERIES_FILE).is_file():
+        return list(found.patches)
+    theirs = series_.load_series(job.patches_root, job.to_release).patches
+    subjects = {p.subject for p in theirs}
+    missing = sorted(subjects - {p.subject for p in found.patches})
+    if missing:
+        raise RebaseError(
+            f"{target} has patches that patches/torch-{job.from_release} lacks "
+            f"({'; '.join(missing)}): regenerate it from a series that has them"
+        )
+    kept = [p for p in found.patches if p.subject in subjects]
+    for patch in found.patches:
+        if patch not in kept:
+            print(f"rebase: not carried to {target.name}: {patch.name} (it has none)")
+    return kept
+
+
+def start(job: Job, fetch: Fetch) -> bool:
+    """Makes the scratch repository and replays; False on a conflict."""
+    found = series_.load_series(job.patches_root, job.from_release)
+    shutil.rmtree(job.work, ignore_errors=True)
+    job.work.mkdir(parents=True)
+    git(job.work, "init", "-q", "-b", "series")
+    job.save()
+    write_tree(job.work, found.files, job.from_release, fetch)
+    git(job.work, "tag", "base")
+    patches = [str(p.path.resolve()) for p in carried(job, found)]
+    applied = git(job.work, "am", "-q", "-3", "--keep-non-patch", *patches, check=False)
+    if applied.returncode != 0:
+        raise RebaseError(
+            f"patches/torch-{job.from_release} does not apply to its own base, "
+            f"torch {job.from_release}'s files: {applied.stdout.strip()[-300:]}"
+        )
+    git(job.work, "checkout", "-q", "-b", "onto", "base")
+    write_tree(job.work, found.files, job.to_release, fetch)
+    git(job.work, "checkout", "-q", "series")
+    replayed = git(job.work, "rebase", "-q", "--onto", "onto", "base", check=False)
+    return replayed.returncode == 0
+
+
+def resume(job: Job) -> bool:
+    """After the maintainer's resolution: False on a further conflict."""
+    unresolved = git(job.work, "diff", "--name-only", "--diff-filter=U").stdout
+    for path in unresolved.split():
+        text = (job.work / path).read_text(errors="replace")
+        if re.search(r"^(<<<<<<<|>>>>>>>) ", text, re.MULTILINE):
+            raise RebaseError(f"{job.work / path} still has conflict markers")
+        git(job.work, "add", "--", path)
+    if (
+        not (job.work / ".git" / "rebase-merge").exists()
+        and not (job.work / ".git" / "rebase-apply").exists()
+    ):
+        return True
+    replayed = git(job.work, "rebase", "--continue", check=False)
+    return replayed.returncode == 0
+
+
+def changed_lines(patch_text: str) -> list[str]:
+    """The lines a patch adds or removes, without where it does it."""
+    lines = []
+    in_diff = False
+    for line in patch_text.splitlines():
+        if line == "-- ":  # format-patch's signature: the diff has ended
+            break
+        if line.startswith("diff --git "):
+            in_diff = True
+            lines.append(line)
+        elif in_diff and line[:1] in "+-" and not line.startswith(("+++", "---")):
+            lines.append(line)
+    return lines
+
+
+def describe_changes(job: Job, before: list[str], after: list[str]) -> str:
+    same_base = not git(job.work, "diff", "--name-only", "base", "onto").stdout
+    if same_base:
+        return (
+            f"none: the files the series touches are byte-identical in torch "
+            f"{job.from_release} and {job.to_release}"
+        )
+    moved = git(job.work, "diff", "--name-only", "base", "onto").stdout.split()
+    resolved = job.resolved()
+    by_hand = (
+        f"; conflicts resolved by hand in {', '.join(resolved)}" if resolved else ""
+    )
+    if before == after:
+        return f"the same changed lines; hunks moved in {', '.join(moved)}{by_hand}"
+    return (
+        f"changed lines differ from torch-{job.from_release}'s{by_hand or ''} "
+        f"(bases differ in {', '.join(moved)}): say how"
+    )
+
+
+def header(job: Job, changes: str) -> str:
+    origin = job.from_dir / "HEADER"
+    fields = dict(_dep3(origin.read_text())) if origin.is_file() else {}
+    today = datetime.date.today().isoformat()
+    return (
+        f"Description: {fields.get('Description', 'the fix for torch ' + job.to_release)}"
+        f"\nOrigin: vendor, rebased from patches/torch-{job.from_release} by "
+        f"`make rebase FROM={job.from_release} TO={job.to_release}`"
+        f"\nBug: {fields.get('Bug', 'https://github.com/pytorch/pytorch/issues/126355')}"
+        f"\nForwarded: {fields.get('Forwarded', 'no')}"
+        f"\nRebased-From: torch-{job.from_release}"
+        f"\nChanges: {changes}"
+        f"\nLast-Update: {today}\n"
+    )
+
+
+def _dep3(text: str) -> list[tuple[str, str]]:
+    """The fields of a DEP-3 header; a continuation line starts with a space."""
+    fields: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        if line.startswith(" ") and fields:
+            name, value = fields[-1]
+            fields[-1] = (name, f"{value}\n{line}")
+            continue
+        name, colon, value = line.partition(":")
+        if colon and name and not name.startswith("#"):
+            fields.append((name, value.strip()))
+    return fields
+
+
+def finish(job: Job, requirements: str | None) -> Path:
+    """Writes the replayed series to job.to_dir; returns it."""
+    out = job.work / ".git" / "format-patch"
+    shutil.rmtree(out, ignore_errors=True)
+    git(job.work, "format-patch", "-q", "--zero-commit", "-o", str(out), "onto..series")
+    patches = sorted(out.glob("*.patch"))
+    before = [
+        line
+        for p in series_.load_series(job.patches_root, job.from_release).patches
+        for line in changed_lines(p.path.read_text())
+    ]
+    after = [line for p in patches for line in changed_lines(p.read_text())]
+    changes = describe_changes(job, before, after)
+
+    target = job.to_dir
+    existing = (target / series_.SERIES_FILE).is_file()
+    target.mkdir(parents=True, exist_ok=True)
+    for old in target.glob("*.patch"):
+        old.unlink()
+    for patch in patches:
+        shutil.copyfile(patch, target / patch.name)
+    from_series = (job.from_dir / series_.SERIES_FILE).read_text()
+    comments = [line for line in from_series.splitlines() if line.startswith("#")]
+    comments = [c.replace(job.from_release, job.to_release) for c in comments]
+    (target / series_.SERIES_FILE).write_text(
+        "\n".join(comments + [p.name for p in patches]) + "\n"
+    )
+    if not existing:
+        tests = job.from_dir / series_.TESTS_FILE
+        if tests.is_file():
+            shutil.copyfile(tests, target / series_.TESTS_FILE)
+            print(
+                f"rebase: {target.name} takes {tests}'s tests, unchanged: a "
+                f"release that needs a test file of its own fails their proof"
+            )
+        (target / series_.RELEASES_FILE).write_text(
+            "# The releases this series is proven on (make test TORCH=<release>), "
+            "one a line.\n" + job.to_release + "\n"
+        )
+        (target / "HEADER").write_text(header(job, changes))
+    if requirements is not None:
+        pins_file = job.dest / "requirements.txt" if job.dest else pins_path(job)
+        pins_file.write_text(requirements)
+    print(f"rebase: wrote {target} ({len(patches)} patches); changes: {changes}")
+    return target
+
+
+def pins_path(job: Job) -> Path:
+    return ROOT / "requirements" / f"torch-{job.to_release}.txt"
+
+
+def check_request(job: Job) -> None:
+    """Refuses a request before anything is written."""
+    if not _RELEASE.match(job.to_release):
+        raise RebaseError(f"TO={job.to_release!r} is not a release like 2.15.0")
+    if not (job.from_dir / series_.SERIES_FILE).is_file():
+        have = ", ".join(
+            d.name.removeprefix("torch-")
+            for d in sorted(job.patches_root.glob("torch-*"))
+        )
+        raise RebaseError(f"FROM={job.from_release!r} names no series (have: {have})")
+    if job.dest is None:
+        served = series_.served_releases(job.patches_root)
+        serving = served.get(job.to_release)
+        if serving is not None and serving.name != f"torch-{job.to_release}":
+            raise RebaseError(
+                f"torch {job.to_release} is served by {serving}; rebase onto "
+                f"its base release, or give DEST"
+            )
+    if job.dest is not None and any(job.dest.glob("*.patch")):
+        raise RebaseError(f"DEST={job.dest} already holds patches")
+
+
+def run(
+    argv: Sequence[str] | None = None,
+    fetch: Fetch = wheel_fetch,
+    pins: Callable[[Job], str] | None = None,
+    patches_root: Path = ROOT / "patches",
+    build: Path = ROOT / "build" / "rebase",
+) -> int:
+    parser = argparse.ArgumentParser(prog="rebase", description=__doc__.split("\n")[0])
+    parser.add_argument("from_release", metavar="FROM")
+    parser.add_argument("to_release", metavar="TO")
+    parser.add_argument("--dest", type=Path)
+    parser.add_argument("--no-prove", dest="prove", action="store_false")
+    parser.add_argument("--continue", dest="resume", action="store_true")
+    args = parser.parse_args(argv)
+    work = build / f"torch-{args.from_release}-to-{args.to_release}"
+    dest = args.dest.resolve() if args.dest else None
+    try:
+        if args.resume:
+            job = Job.load(work, patches_root)
+            clean = resume(job)
+        else:
+            job = Job(
+                args.from_release,
+                args.to_release,
+                patches_root,
+                work,
+                dest,
+                args.prove and dest is None,
+            )
+            check_request(job)
+            clean = start(job, fetch)
+        if not clean:
+            print(conflicts(job), file=sys.stderr)
+            print(
+                f"rebase: stopped on a conflict; nothing written. Resolve it in "
+                f"{job.work} (edit the files, `git add` them), then run: make "
+                f"rebase-continue FROM={job.from_release} TO={job.to_release}",
+                file=sys.stderr,
+            )
+            return 1
+        # Pins are resolved before anything is written: pip may refuse.
+        keep = job.dest is None and pins_path(job).exists()
+        finish(job, pins(job) if pins is not None and not keep else None)
+    except (RebaseError, PinError, TorchPatchError) as error:
+        print(f"rebase: error: {error}", file=sys.stderr)
+        return 1
+    if job.prove:
+        print(f"rebase: proving it: make test TORCH={job.to_release}")
+        proof = subprocess.run(["make", "test", f"TORCH={job.to_release}"], cwd=ROOT)
+        if proof.returncode != 0:
+            print(
+                f"rebase: the series applies but its proof failed; it was proven "
+                f"with {job.to_dir / series_.TESTS_FILE}, which a release that "
+                f"needs its own test file fails",
+                file=sys.stderr,
+            )
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    from pins import resolve_pins
+
+    sys.exit(run(pins=resolve_pins))
