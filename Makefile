@@ -85,14 +85,7 @@ test-%: .venvs/torch-%/.installed .venvs/lint/.installed
 JOBS ?= 1
 test-all: lint apply-check
 	rm -rf build/releases build/test-all
-	mkdir -p build/test-all
-	printf '%s\n' $(RELEASES) | xargs -P $(JOBS) -I{} sh -c '\
-	  v={}; kept=$$(test -d .venvs/torch-$$v && echo yes); \
-	  if $(MAKE) --no-print-directory test-$$v EXTENDED=1 \
-	      > build/test-all/$$v.log 2>&1; then ok=1; else ok=; fi; \
-	  test -n "$$kept" || rm -rf .venvs/torch-$$v; \
-	  if test -n "$$ok"; then echo "torch $$v: proven"; \
-	  else echo "torch $$v: FAILED, see build/test-all/$$v.log"; exit 1; fi'
+	tools/per_release.sh $(JOBS) build/test-all test EXTENDED=1 -- $(RELEASES)
 	$(PYTHON) tools/release_table.py --record
 
 lint: .venvs/lint/.installed
@@ -129,9 +122,13 @@ typecheck-%: .venvs/torch-%/.installed .venvs/lint/.installed
 bench: venv
 	$(PYTHON) bench/instructions.py --torch $(SELECTED)
 
-# Python calls the series adds to each workload's trace, without callgrind.
-bench-calls: venv
-	$(PYTHON) bench/instructions.py --calls --torch $(SELECTED)
+# Python calls the series adds to each workload's trace, without callgrind:
+# a release at a time, JOBS at once, a venv this run built removed after,
+# each release's rows replaced in bench/results/calls.json.
+bench-calls:
+	tools/per_release.sh $(JOBS) build/bench-calls bench-calls -- $(SELECTED)
+bench-calls-%: .venvs/torch-%/.installed
+	$(PYTHON) bench/instructions.py --calls --torch $*
 
 # The pull request against main: the newest release's series, exported, and
 # its description with a before/after table from a real run (build/pr/).

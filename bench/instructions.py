@@ -39,6 +39,7 @@ costs one. The smoke run in `make test` keeps that so on every series.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import platform
@@ -55,7 +56,7 @@ ROOT = BENCH.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tools")]
 from torch_states import STATES  # noqa: E402
 
-from torchpatch.series import supported_versions  # noqa: E402
+from torchpatch.series import supported_versions, version_key  # noqa: E402
 
 # torch 2.6.0 spends about 30 million instructions on one root attribute
 # store of these modules, so the sizes are kept small.
@@ -340,6 +341,19 @@ def beyond_resolution(rows: list[dict]) -> list[str]:
     ]
 
 
+def record_calls(out: Path, rows: list[dict]) -> None:
+    """Replaces the rows of the measured releases in out, keeping the rest:
+    `make bench-calls TORCH=all` measures one release (one venv) at a time,
+    JOBS at once."""
+    measured = {r["series"] for r in rows}
+    with open(out.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        kept = json.loads(out.read_text())["rows"] if out.exists() else []
+        merged = [r for r in kept if r["series"] not in measured] + rows
+        merged.sort(key=lambda r: version_key(r["series"]))
+        out.write_text(json.dumps({"rows": merged}, indent=2) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -357,8 +371,10 @@ def main() -> int:
         rows = []
         for version in args.torch:
             rows += count_calls(version, CASES, (0, 1))
-        out = BENCH / "results" / "calls.json"
-        out.write_text(json.dumps({"rows": rows}, indent=2) + "\n")
+        today = time.strftime("%Y-%m-%d")
+        record_calls(
+            BENCH / "results" / "calls.json", [dict(r, date=today) for r in rows]
+        )
         for r in rows:
             print(f"{r['series']:<7} {r['case']:<19} {r['n'] or '':>4} "
                   f"inlining={r['inlining']} {r['calls_added']:+d} "
