@@ -66,6 +66,15 @@ def _autograd_function(body, x):
     return _CallBody.apply(x, body)
 
 
+@torch.compiler.nested_compile_region
+def _call_body_in_region(body, x):
+    return body(x)
+
+
+def _nested_compile_region(body, x):
+    return _call_body_in_region(body, x)
+
+
 def _map_in_cond(body, x):
     return _cond(lambda t: control_flow_map(body, t), x)
 
@@ -83,6 +92,7 @@ HOPS = {
     "wrap": wrap,
     "checkpoint": _checkpoint,
     "autograd_function": _autograd_function,
+    "nested_compile_region": _nested_compile_region,
     "map_in_cond": _map_in_cond,
 }
 
@@ -96,7 +106,8 @@ HOP_NAMES = {
     "map_in_cond": "torch.ops.higher_order.map_impl",
 }
 
-# An autograd.Function forward may have side effects on purpose.
+# An autograd.Function forward and a nested_compile_region (invoke_subgraph)
+# may have side effects on purpose.
 REFUSING_HOPS = tuple(HOP_NAMES)
 
 
@@ -545,6 +556,19 @@ Attempted to set attribute 'w' of nn.Module Module inside the body of torch.ops.
         self.assertEqual(graph_break(error)[0], ALIASED_GB_TYPE)
         self.assertFallbackMatchesEager(make_model, x)
 
+    @parametrize("target", ("self", "linear"))
+    def test_nested_compile_region_aliased_result_breaks(self, target):
+        # The same store back from a nested_compile_region body, whose
+        # invoke_subgraph filters aliased intermediates too.
+        make_model = functools.partial(
+            Model, "nested_compile_region", "iadd_buffer", target
+        )
+        x = make_input("nested_compile_region")
+        error = compile_error(make_model(), x)
+        self.assertIsInstance(error, Unsupported)
+        self.assertEqual(graph_break(error)[0], ALIASED_GB_TYPE)
+        self.assertFallbackMatchesEager(make_model, x)
+
     def test_outer_plain_object_new_attribute_generic_break(self):
         # Not a module: the generic break, instead of the repr of the
         # AttributeError Dynamo hit while looking for the old value.
@@ -605,6 +629,17 @@ class HopModuleMutationControlTests(HopMutationTestCase):
         self.assertFullgraphMatchesEager(
             lambda: Model("autograd_function", mutation, "submodule"),
             make_input("autograd_function"),
+        )
+
+    @parametrize(
+        "mutation", ("rebind_tensor", "rebind_buffer", "rebind_int", "delete_attribute")
+    )
+    def test_nested_compile_region_compiles(self, mutation):
+        # invoke_subgraph allows side effects: a nested_compile_region body
+        # may mutate outer modules today.
+        self.assertFullgraphMatchesEager(
+            lambda: Model("nested_compile_region", mutation, "submodule"),
+            make_input("nested_compile_region"),
         )
 
     def test_static_module_mutation_in_autograd_function_breaks(self):
