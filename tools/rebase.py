@@ -180,11 +180,7 @@ def carried(job: Job, found: series_.Series) -> list[series_.Patch]:
             f"{target} has patches that patches/torch-{job.from_release} lacks "
             f"({'; '.join(missing)}): regenerate it from a series that has them"
         )
-    kept = [p for p in found.patches if p.subject in subjects]
-    for patch in found.patches:
-        if patch not in kept:
-            print(f"rebase: not carried to {target.name}: {patch.name} (it has none)")
-    return kept
+    return [p for p in found.patches if p.subject in subjects]
 
 
 def start(job: Job, fetch: Fetch) -> bool:
@@ -196,7 +192,13 @@ def start(job: Job, fetch: Fetch) -> bool:
     job.save()
     write_tree(job.work, found.files, job.from_release, fetch)
     git(job.work, "tag", "base")
-    patches = [str(p.path.resolve()) for p in carried(job, found)]
+    replayed = carried(job, found)
+    for patch in found.patches:
+        if patch not in replayed:
+            print(
+                f"rebase: not carried to torch-{job.to_release}: {patch.name} (it has none)"
+            )
+    patches = [str(p.path.resolve()) for p in replayed]
     applied = git(job.work, "am", "-q", "-3", "--keep-non-patch", *patches, check=False)
     if applied.returncode != 0:
         raise RebaseError(
@@ -298,10 +300,9 @@ def finish(job: Job, requirements: str | None) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     git(job.work, "format-patch", "-q", "--zero-commit", "-o", str(out), "onto..series")
     patches = sorted(out.glob("*.patch"))
+    found = series_.load_series(job.patches_root, job.from_release)
     before = [
-        line
-        for p in series_.load_series(job.patches_root, job.from_release).patches
-        for line in changed_lines(p.path.read_text())
+        line for p in carried(job, found) for line in changed_lines(p.path.read_text())
     ]
     after = [line for p in patches for line in changed_lines(p.read_text())]
     changes = describe_changes(job, before, after)
@@ -313,8 +314,11 @@ def finish(job: Job, requirements: str | None) -> Path:
         old.unlink()
     for patch in patches:
         shutil.copyfile(patch, target / patch.name)
-    from_series = (job.from_dir / series_.SERIES_FILE).read_text()
-    comments = [line for line in from_series.splitlines() if line.startswith("#")]
+    # A series that exists keeps its own comments; a new one takes FROM's.
+    listing = (target if existing else job.from_dir) / series_.SERIES_FILE
+    comments = [
+        line for line in listing.read_text().splitlines() if line.startswith("#")
+    ]
     comments = [c.replace(job.from_release, job.to_release) for c in comments]
     (target / series_.SERIES_FILE).write_text(
         "\n".join(comments + [p.name for p in patches]) + "\n"
