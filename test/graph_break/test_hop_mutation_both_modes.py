@@ -7,23 +7,28 @@ with inlining on, the only mode, on 2.12.
 
 With inlining off every module is an NNModuleVariable, which Dynamo installs
 in the graph as it is: it refuses any mutation of one inside a HigherOrderOp
-body (an autograd.Function forward and checkpoint under
+body (an autograd.Function forward, a nested_compile_region, from which
+2.11 does not fall back to eager either, and checkpoint under
 skip_fwd_side_effects_in_bwd_under_checkpoint included), and supports
 neither del, object.__setattr__ nor eval() on one, even at the root. Both
 predate what three tests of test_hop_mutation.py check: undoing a constant
 mutation inside the body (the nullified-mutation rule), the taint of an
 aliased intermediate that makes `self.w += 1` in an autograd.Function
 forward a graph break (2.11 compiles it like eager; 2.12 leaked the
-intermediate into code that raised NameError when it ran, and the 2.12
-series carries the taint), and a plain object's new attribute failing with
+intermediate into code that raised NameError when it ran, as 2.11 does in a
+nested_compile_region, and both series carry the taint), and a plain
+object's new attribute failing with
 the repr of an AttributeError (both give "HOP: Unsafe side effect" for every
 outer plain object). Those tests are left out, and the ones below check what
 this Dynamo does instead.
 """
 
+import functools
+
 import test_hop_mutation as base
 import torch
 from test_hop_mutation import (
+    ALIASED_GB_TYPE,
     ALIASED_RESULT,
     GB_TYPE,
     HOP_NAMES,
@@ -36,7 +41,9 @@ from test_hop_mutation import (
     compile_error,
     graph_break,
     make_input,
+    run,
 )
+from torch._dynamo.exc import UncapturedHigherOrderOpError
 from torch.testing._internal.common_utils import (
     instantiate_parametrized_tests,
     parametrize,
@@ -62,6 +69,13 @@ def inlined():
     return (
         torch.__version__ >= (2, 12) or torch._dynamo.config.inline_inbuilt_nn_modules
     )
+
+
+def assertNoFallback(test, model_fn, x):
+    # 2.11's invoke_subgraph does not fall back to eager from a break in its
+    # body (as map and cond do not): fullgraph=False raises too.
+    compiled = run(torch.compile(model_fn(), backend="eager"), x)
+    test.assertEqual(compiled[:2], ("raises", UncapturedHigherOrderOpError))
 
 
 def leave_out(cls, *tests):
@@ -101,6 +115,26 @@ class ErrorTestsOfThisRelease:
         ):
             self.assertCheckpointHint(hop, model, shown)
 
+    @parametrize("target", ("self", "linear"))
+    def test_nested_compile_region_aliased_result(self, target):
+        # With inlining off the module is an NNModuleVariable: its store is
+        # refused as a module mutation, before any intermediate is filtered.
+        make_model = functools.partial(
+            Model, "nested_compile_region", "iadd_buffer", target
+        )
+        x = make_input("nested_compile_region")
+        error = compile_error(make_model(), x)
+        if inlined():
+            self.assertEqual(graph_break(error)[0], ALIASED_GB_TYPE, msg=str(error))
+            self.assertFallbackMatchesEager(make_model, x)
+        else:
+            gb_type, explanation = graph_break(error)
+            self.assertEqual(gb_type, GB_TYPE, msg=str(error))
+            self.assertIn(
+                "inside the body of torch.ops.higher_order.invoke_subgraph", explanation
+            )
+            assertNoFallback(self, make_model, x)
+
 
 class ControlTestsOfThisRelease:
     def assertCompilesOrRefusedLikeEager(self, compiles, model_fn, x):
@@ -131,6 +165,20 @@ class ControlTestsOfThisRelease:
             lambda: Model("autograd_function", mutation, "submodule"),
             make_input("autograd_function"),
         )
+
+    @parametrize(
+        "mutation", ("rebind_tensor", "rebind_buffer", "rebind_int", "delete_attribute")
+    )
+    def test_nested_compile_region(self, mutation):
+        def make_model():
+            return Model("nested_compile_region", mutation, "submodule")
+
+        x = make_input("nested_compile_region")
+        if inlined():
+            self.assertFullgraphMatchesEager(make_model, x)
+        else:
+            compile_error(make_model(), x)
+            assertNoFallback(self, make_model, x)
 
     @parametrize("mutation", ("iadd_buffer", "rebind_int", "delete_attribute"))
     def test_checkpoint_side_effects_config(self, mutation):
@@ -191,6 +239,7 @@ leave_out(
     *(("test_autograd_function_aliased_result_breaks",) if ALIASED_COMPILES else ()),
     "test_outer_plain_object_new_attribute_generic_break",
     "test_checkpoint_hint_only_where_the_flag_helps",
+    "test_nested_compile_region_aliased_result_breaks",
 )
 leave_out(
     HopModuleMutationControlTests,
@@ -199,6 +248,7 @@ leave_out(
     "test_checkpoint_side_effects_allowed_by_config",
     "test_nullified_mutation_compiles",
     "test_outer_plain_object_keeps_generic_breaks",
+    "test_nested_compile_region_compiles",
 )
 
 
