@@ -93,6 +93,7 @@ lint: .venvs/lint/.installed
 	.venvs/lint/bin/ruff format --check $(LINTED)
 	PYTHONPATH=src $(PYTHON) tools/carried_tests.py --check
 	$(PYTHON) tools/release_table.py --check
+	$(PYTHON) bench/report.py --check
 
 # Each series against the torch/_dynamo of the wheel of every release it
 # serves, taken from pip's cache (or PyPI): applies, and reverts to RECORD.

@@ -74,7 +74,7 @@ CASES = [
 SMOKE_CASES = [("root_setattr", 5), ("root_state_setattr", 5), ("hop_body_module", 5)]
 # Workloads that refuse nothing and walk no set hashed by id(): the series
 # must add no Python call to their traces (hop_body_map's count moves with
-# the heap layout, see README).
+# the heap layout, see docs/benchmark.md).
 FREE_CASES = ("root_setattr", "root_state_setattr", "hop_body_wrap", "hop_body_module",
               "mlp", "conv_net")  # fmt: skip
 LAYOUTS = (0, 500, 1000)  # objects allocated before the worker imports torch
@@ -401,6 +401,7 @@ def main() -> int:
     for version in args.torch:
         rows += measure_series(version, cases, layouts, modes, library)
     result = {
+        "date": time.strftime("%Y-%m-%d"),
         "machine": machine(),
         "method": "callgrind instruction counts of one fresh trace per workload, "
         "median over heap layouts",
