@@ -91,6 +91,8 @@ test-all: lint apply-check
 lint: .venvs/lint/.installed
 	.venvs/lint/bin/ruff check $(LINTED)
 	.venvs/lint/bin/ruff format --check $(LINTED)
+	.venvs/lint/bin/mypy src/torchpatch
+	MYPYPATH=src .venvs/lint/bin/mypy tools/rebase.py tools/pins.py tools/typecheck.py
 	PYTHONPATH=src $(PYTHON) tools/carried_tests.py --check
 	$(PYTHON) tools/release_table.py --check
 	$(PYTHON) bench/report.py --check

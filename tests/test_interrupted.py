@@ -57,6 +57,7 @@ def test_partial_state_with_a_local_edit_is_still_refused(run, data, install):
     path.write_bytes(path.read_bytes() + b"# local edit\n")
     code, _, err = run("apply")
     assert code == 1
-    assert f"  {BUILTIN}\n" in err
+    assert f": {BUILTIN}; restore them with: " in err
+    assert err.count("\n") == 1
     assert SIDE_EFFECTS not in err
     assert status(run)["state"] == "modified"

@@ -217,3 +217,66 @@ def test_export_to_a_read_only_folder(data, tmp_path):
         f"torchpatch: error: cannot write {folder / 'x.patch'}: Read-only file system\n"
     )
     assert list(folder.iterdir()) == []
+
+
+def test_a_failing_git_is_one_line(run, tmp_path, monkeypatch):
+    # git.diffstat and git.new_file_diff raised a bare RuntimeError, which
+    # reached the user as a traceback.
+    from torchpatch import git
+
+    real = git._run
+
+    def failing(args, cwd, stdin=b""):
+        if args[0] == "apply" and "--stat" in args:
+            return subprocess.CompletedProcess(args, 128, b"", b"fatal: bad\nmore\n")
+        return real(args, cwd, stdin)
+
+    monkeypatch.setattr(git, "_run", failing)
+    out = tmp_path / "pr.patch"
+    code, _, err = run("export", str(out))
+    assert code == 1
+    assert err == "torchpatch: error: git apply --stat failed (exit 128): fatal: bad\n"
+    assert not out.exists()
+
+
+def test_a_revert_that_does_not_read_back_says_what_was_written(
+    run, install, monkeypatch
+):
+    # The one refusal raised after writing: it names the files and how to
+    # restore them.
+    from torchpatch import commands
+
+    run("apply")
+    real_read, real_write, written = commands.snapshots.read, commands.writes.write, []
+
+    def write(*args):
+        written.append(True)
+        return real_write(*args)
+
+    def read(root, paths):
+        found = real_read(root, paths)
+        return {
+            p: (b"garbage" if written and p == BUILTIN else d) for p, d in found.items()
+        }
+
+    monkeypatch.setattr(commands.writes, "write", write)
+    monkeypatch.setattr(commands.snapshots, "read", read)
+    code, _, err = run("revert")
+    assert code == 1
+    assert err.count("\n") == 1
+    assert (
+        f"reverted torch 2.4.1 at {install.site_packages}, but {BUILTIN} do not" in err
+    )
+    assert "restore them with: " in err and "--force-reinstall" in err
+
+
+def test_an_unforeseen_os_error_is_one_line(run, install, monkeypatch):
+    from torchpatch import commands
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(install.site_packages))
+
+    monkeypatch.setattr(commands.state, "inspect", denied)
+    code, out, err = run("status")
+    assert code == 1
+    assert err == f"torchpatch: error: Permission denied: {install.site_packages}\n"

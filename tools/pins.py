@@ -63,12 +63,8 @@ def dry_run(requirements: list[str], *options: str) -> list[dict[str, Any]]:
 
 def torch_requirements(release: str) -> list[Requirement]:
     (torch,) = dry_run([f"torch=={release}"], "--no-deps")
-    return [
-        Requirement(text)
-        for text in torch["metadata"].get("requires_dist", [])
-        if Requirement(text).marker is None
-        or Requirement(text).marker.evaluate({"extra": ""})
-    ]
+    needs = [Requirement(text) for text in torch["metadata"].get("requires_dist", [])]
+    return [r for r in needs if r.marker is None or r.marker.evaluate({"extra": ""})]
 
 
 def new_pins(from_release: str, to_release: str) -> str:

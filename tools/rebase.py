@@ -208,8 +208,8 @@ def start(job: Job, fetch: Fetch) -> bool:
     git(job.work, "checkout", "-q", "-b", "onto", "base")
     write_tree(job.work, found.files, job.to_release, fetch)
     git(job.work, "checkout", "-q", "series")
-    replayed = git(job.work, "rebase", "-q", "--onto", "onto", "base", check=False)
-    return replayed.returncode == 0
+    rebased = git(job.work, "rebase", "-q", "--onto", "onto", "base", check=False)
+    return rebased.returncode == 0
 
 
 def resume(job: Job) -> bool:

@@ -66,7 +66,7 @@ disallow_any_generics = True
 # path:line:col: error: message  [code]
 _ERROR = re.compile(r"^(?P<path>[^:\s]+):\d+:\d+: error: (?P<text>.*)$")
 
-Errors = Counter  # (path, message) -> count
+Errors = Counter[tuple[str, str]]  # (path, message) -> count
 
 
 def torchpatch(command: str) -> None:

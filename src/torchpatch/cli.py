@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from torchpatch import __version__, bundle, commands, export, series
 from torchpatch.errors import TorchPatchError, UnsupportedVersion
@@ -18,7 +19,7 @@ from torchpatch.targets import InstalledTorch, SourceTree
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        code = args.run(args)
+        code: int = args.run(args)
         sys.stdout.flush()  # a closed pipe must fail here, not at exit
         return code
     except TorchPatchError as error:
@@ -28,6 +29,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader left (`torchpatch status | head -1`); any change was
         # already made. Keep Python from failing again on the closed pipe.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as error:
+        # A file it could not read or write, in a way no refusal foresaw.
+        where = f": {error.filename}" if error.filename else ""
+        print(f"torchpatch: error: {error.strerror or error}{where}", file=sys.stderr)
         return 1
 
 
@@ -100,7 +106,7 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _file_state(file: dict) -> str:
+def _file_state(file: dict[str, Any]) -> str:
     if file["matches_record"] is None:
         return "present" if file["exists"] else "absent"
     return "matches RECORD" if file["matches_record"] else "differs from RECORD"
@@ -136,7 +142,7 @@ def _export(args: argparse.Namespace) -> int:
         out.write_bytes(text)
     except OSError as error:
         raise TorchPatchError(f"cannot write {out}: {error.strerror}") from None
-    tests = ", ".join(t.upstream for t in found.exported_tests) or "no test files"
+    tests = ", ".join(str(t.upstream) for t in found.exported_tests) or "no test files"
     print(f"wrote {out}: torch {version} series plus {tests}")
     return 0
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from torchpatch import snapshots, state, writes
-from torchpatch.errors import LocallyModified, TorchPatchError
+from torchpatch.errors import LocallyModified, WrittenButNotVerified
 from torchpatch.series import Patch, Series
 from torchpatch.snapshots import Snapshot
 from torchpatch.state import SeriesState, Target
@@ -18,7 +19,7 @@ class Outcome:
     message: str
 
 
-def status(target: Target, series: Series) -> dict:
+def status(target: Target, series: Series) -> dict[str, Any]:
     found = state.inspect(target, series)
     return {
         "target": {
@@ -101,12 +102,17 @@ def _write(target: Target, old: Snapshot, new: Snapshot, check: bool) -> list[st
 
 
 def _verify_written(target: Target, expected: Snapshot) -> None:
+    """After a revert has written: the files must read back as the wheel's."""
     on_disk = snapshots.read(target.root, list(expected))
-    if on_disk != expected or any(
-        target.matches_record(path, data) is False for path, data in on_disk.items()
-    ):
-        raise TorchPatchError(
-            "the reverted files do not read back as the pristine ones; reinstall: "
+    wrong = [
+        path
+        for path, data in on_disk.items()
+        if data != expected.get(path) or target.matches_record(path, data) is False
+    ]
+    if wrong or on_disk.keys() != expected.keys():
+        raise WrittenButNotVerified(
+            f"reverted {target.description}, but {', '.join(wrong) or 'the files'} "
+            f"do not read back as the wheel's; restore them with: "
             f"{target.reinstall_command}"
         )
 
@@ -116,9 +122,8 @@ def _inspect_unmodified(target: Target, series: Series) -> SeriesState:
     if found.modified:
         raise LocallyModified(
             "refusing to touch files that are neither pristine nor patched by "
-            f"{series.directory}:\n"
-            + "".join(f"  {path}\n" for path in found.modified)
-            + f"restore them with: {target.reinstall_command}"
+            f"{series.directory}: {', '.join(found.modified)}; restore them "
+            f"with: {target.reinstall_command}"
         )
     return found
 

@@ -1,4 +1,7 @@
-"""Refusals. Each is raised before anything on disk has changed."""
+"""Refusals. Each is raised before anything on disk has changed, except
+WrittenButNotVerified, whose message says what was written and how to
+recover. Every message is one line: the command line prints it after
+"torchpatch: error: " and exits with 1."""
 
 from __future__ import annotations
 
@@ -36,4 +39,12 @@ class GitNotFound(TorchPatchError):
 
 
 class NotASourceTree(TorchPatchError):
+    pass
+
+
+class GitFailed(TorchPatchError):
+    pass
+
+
+class WrittenButNotVerified(TorchPatchError):
     pass

@@ -43,7 +43,7 @@ def build(series: Series, data_root: Path) -> bytes:
         raise MalformedSeries(stale[0])
     for test in series.exported_tests:
         if _carrier(series, test) is None:
-            diff += git.new_file_diff(data_root / test.path, test.upstream)
+            diff += git.new_file_diff(data_root / test.path, test.exported_as)
     stat = git.diffstat(diff, cwd=data_root)
     signature = _SIGNATURE.search(series.patches[0].read())
     trailer = signature.group(0).lstrip(b"\n") if signature else b""
@@ -77,10 +77,10 @@ def refresh_carried(series: Series, data_root: Path) -> list[Path]:
     for test, patch in _stale(series, data_root):
         text = patch.read()
         head, sep, rest = text.partition(_DIFFSTAT_SEPARATOR)
-        start, end = _section(rest, test.upstream)
+        start, end = _section(rest, test.exported_as)
         new_rest = (
             rest[:start]
-            + git.new_file_diff(data_root / test.path, test.upstream)
+            + git.new_file_diff(data_root / test.path, test.exported_as)
             + rest[end:]
         )
         diff_start = new_rest.find(b"diff --git ")
@@ -98,7 +98,7 @@ def _stale(series: Series, data_root: Path) -> Iterator[tuple[TestFile, Patch]]:
     for test in series.exported_tests:
         patch = _carrier(series, test)
         if patch is not None and (
-            _added_file(patch.read(), test.upstream)
+            _added_file(patch.read(), test.exported_as)
             != (data_root / test.path).read_bytes()
         ):
             yield test, patch

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from torchpatch.errors import GitNotFound, PatchDoesNotApply
+from torchpatch.errors import GitFailed, GitNotFound, PatchDoesNotApply
 
 
 def _git() -> str:
@@ -28,7 +28,7 @@ def _git() -> str:
 
 def _run(
     args: Sequence[str], cwd: Path, stdin: bytes = b""
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[bytes]:
     env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(cwd.parent), LC_ALL="C")
     return subprocess.run(
         [_git(), *args], cwd=cwd, input=stdin, capture_output=True, env=env, check=False
@@ -46,8 +46,8 @@ def apply(
     proc = _run([*args, str(patch)], cwd=tree)
     if proc.returncode != 0:
         how = "in reverse " if reverse else ""
-        detail = proc.stderr.decode(errors="replace").strip()
-        raise PatchDoesNotApply(f"{patch.name} does not apply {how}cleanly:\n{detail}")
+        detail = "; ".join(proc.stderr.decode(errors="replace").strip().splitlines())
+        raise PatchDoesNotApply(f"{patch.name} does not apply {how}cleanly: {detail}")
 
 
 def new_file_diff(source: Path, relpath: str) -> bytes:
@@ -74,7 +74,7 @@ def new_file_diff(source: Path, relpath: str) -> bytes:
             cwd=tree,
         )
     if proc.returncode != 1:  # --no-index exits 1 when the files differ
-        raise RuntimeError(proc.stderr.decode(errors="replace"))
+        raise GitFailed(_failure("git diff --no-index", proc))
     return proc.stdout
 
 
@@ -82,5 +82,10 @@ def diffstat(diff: bytes, cwd: Path) -> bytes:
     """The diffstat and summary that format-patch puts above the diff."""
     proc = _run(["apply", "--stat", "--summary", "-"], cwd=cwd, stdin=diff)
     if proc.returncode != 0:
-        raise RuntimeError(proc.stderr.decode(errors="replace"))
+        raise GitFailed(_failure("git apply --stat", proc))
     return proc.stdout
+
+
+def _failure(command: str, proc: subprocess.CompletedProcess[bytes]) -> str:
+    lines = proc.stderr.decode(errors="replace").strip().splitlines()
+    return f"{command} failed (exit {proc.returncode}): {lines[0] if lines else 'no output'}"

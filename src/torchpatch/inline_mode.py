@@ -23,6 +23,7 @@ import os
 import runpy
 import sys
 from pathlib import Path
+from typing import Any
 
 ENV = "TORCHDYNAMO_INLINE_INBUILT_NN_MODULES"
 
@@ -84,7 +85,7 @@ def describe() -> str:
     )
 
 
-def pytest_configure(config) -> None:
+def pytest_configure(config: Any) -> None:
     if requested() is None:
         return
     import importlib.util
@@ -96,7 +97,7 @@ def pytest_configure(config) -> None:
     apply()
 
 
-def pytest_terminal_summary(terminalreporter) -> None:
+def pytest_terminal_summary(terminalreporter: Any) -> None:
     if requested() is not None:
         terminalreporter.write_line(describe())
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import email
 import email.policy
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,13 @@ class Patch:
 class TestFile:
     path: str  # in this repository, under test/
     upstream: str | None = None  # where the pull request adds it, if it does
+
+    @property
+    def exported_as(self) -> str:
+        """Its upstream path: only for a test the pull request adds."""
+        if self.upstream is None:
+            raise MalformedSeries(f"{self.path} is not added by the pull request")
+        return self.upstream
 
 
 @dataclass(frozen=True)
@@ -144,7 +152,7 @@ def load_series(patches_root: Path, version: str) -> Series:
     )
 
 
-def _lines(listing: Path):
+def _lines(listing: Path) -> Iterator[tuple[str, str]]:
     """(where, line) of each line that is not blank or a comment."""
     for lineno, raw in enumerate(listing.read_text().splitlines(), start=1):
         line = raw.strip()

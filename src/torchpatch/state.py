@@ -57,7 +57,7 @@ class SeriesState:
         if self.modified:
             return "conflicting"
         carried = {
-            f.patches.index(patch) < f.applied
+            f.patches.index(patch) < (f.applied or 0)
             for f in self.files.values()
             if patch in f.patches
         }

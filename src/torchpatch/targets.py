@@ -43,7 +43,7 @@ class InstalledTorch:
                 "cannot be verified; reinstall it with pip"
             )
         return cls(
-            root=Path(dist.locate_file("")).resolve(),
+            root=Path(str(dist.locate_file(""))).resolve(),
             version=dist.version.split("+")[0],
             full_version=dist.version,
             record={f.as_posix(): f.hash for f in files if f.hash is not None},
