@@ -79,9 +79,15 @@ def assertNoFallback(test, model_fn, x):
 
 
 def leave_out(cls, *tests):
-    """Leaves out the tests cls inherits whose names start with tests."""
-    for name in dir(cls):
-        if name.startswith(tests):
+    """Leaves out the tests cls inherits that tests names: each a test's name
+    or the name of a parametrized test, whose variants are name_<param>_...
+    A name that matches no test fails at import: a renamed test is not left
+    in by accident."""
+    for test in tests:
+        names = [n for n in dir(cls) if n == test or n.startswith(f"{test}_")]
+        if not names:
+            raise AssertionError(f"leave_out: {cls.__name__} has no test {test!r}")
+        for name in names:
             setattr(cls, name, None)
     return cls
 
