@@ -169,6 +169,35 @@ def upstream_plan(version: str) -> str:
     return "\n".join(lines)
 
 
+def checks_plan(version: str) -> str:
+    """Upstream's lint and mypy on the changed files, as this project last ran
+    them (tools/upstream_lint.py in make test, make typecheck)."""
+    lines = []
+    lint = ROOT / "build" / "upstream-lint" / version / "results.json"
+    if lint.is_file():
+        found = json.loads(lint.read_text())
+        lines.append(
+            f"- ruff and flake8 with upstream's settings, and the GB_REGISTRY "
+            f"check, on the {len(found['files'])} changed files: "
+            f"{len(found['new_findings'])} new findings; registry "
+            + ("in sync" if found["registry_in_sync"] else "NOT in sync")
+        )
+    for typecheck in (
+        ROOT / "build" / "typecheck" / version / "results.json",
+        ROOT / "results" / f"typecheck-{version}.json",
+    ):
+        if typecheck.is_file():
+            found = json.loads(typecheck.read_text())
+            lines.append(
+                f"- `make typecheck` (mypy 1.16.0, upstream's mypy.ini settings, "
+                f"following imports through torch): {len(found['new'])} new errors "
+                f"({found['errors']['pristine']} before, {found['errors']['patched']} "
+                "after, in the release's own sources)"
+            )
+            break
+    return "\n".join(lines)
+
+
 def cell(error: dict) -> str:
     text = (
         f"`{error['type']}`: {error['message']}" if error["message"] else error["type"]
@@ -219,15 +248,17 @@ how the mutation was written: "HOP: Unsafe side effect" naming
 `UnspecializedNNModuleVariable(...)`, "HOP: Non-nullified side effect", the
 repr of an internal `AttributeError` for a new attribute, or "nn.Module
 mutation in HigherOrderOp" without the attribute for a module Dynamo does not
-inline. `self.w += 1` in an `autograd.Function` forward was an internal error
-that `fullgraph=False` did not fall back from.
+inline. `self.w += 1` in an `autograd.Function` forward or a
+`nested_compile_region` body was an internal error that `fullgraph=False` did
+not fall back from.
 
 This PR adds one decision, `SideEffects.check_allowed_module_mutation()`, that
 every path of an outer module mutation goes through, for both module variable
 kinds, and raises the existing gb_type "nn.Module mutation in HigherOrderOp"
 with an explanation that names the attribute, set or delete, the module class
 and the HigherOrderOp. The aliased intermediate of `self.w += 1` in an
-`autograd.Function` forward becomes a graph break.
+`autograd.Function` forward or a `nested_compile_region` body, which those
+HigherOrderOps filter out of their outputs, becomes a graph break.
 
 Commits:
 {subjects}
@@ -238,15 +269,18 @@ The refusal itself is kept: HigherOrderOps that opt in to side effects keep
 allowing these mutations (an `autograd.Function` forward, `invoke_subgraph`,
 checkpoint with `skip_fwd_side_effects_in_bwd_under_checkpoint`), in line
 with #168395 and #185738, which make side-effect and mutation support an
-opt-in per HigherOrderOp. The second commit turns the taint that #180921
-puts on an aliased intermediate of an `autograd.Function` forward into a
-graph break.
+opt-in per HigherOrderOp. The second commit is about the aliased
+intermediates that `invoke_subgraph` and, since #180921, an
+`autograd.Function` forward filter out of their subgraph's outputs: using
+one outside the subgraph becomes a graph break instead of an internal error.
+#180670 (closed) pruned aliased side-effect outputs of an `autograd.Function`
+forward, the same neighbourhood.
 
 ## What changes for users
 
 Nothing that compiles today changes: mutation at the root, of modules created
 inside the body, under `torch.func` transforms, in an `autograd.Function`
-forward, under checkpoint with
+forward or a `nested_compile_region` body, under checkpoint with
 `skip_fwd_side_effects_in_bwd_under_checkpoint`, and the `fullgraph=False`
 fallback keep matching eager. Only the error of code that is already refused
 changes, with `fullgraph=True`:
@@ -261,7 +295,8 @@ before; `wrap` and checkpoint raise it as `Unsupported`.)
 **BC note.** Code that matched the old graph-break types or texts of these
 refusals ("HOP: Unsafe side effect", "HOP: Non-nullified side effect" for an
 `nn.Module`) now sees "nn.Module mutation in HigherOrderOp". `self.w += 1` in
-an `autograd.Function` forward raised `InternalTorchDynamoError` and now raises
+an `autograd.Function` forward (or a `nested_compile_region` body) raised
+`InternalTorchDynamoError` and now raises
 `Unsupported` ("HOP: aliased intermediate used outside the subgraph"), and
 with `fullgraph=False` falls back to eager instead of failing. A new
 attribute of an outer plain object in a HigherOrderOp body gets "HOP: Unsafe
@@ -286,13 +321,15 @@ Run on torch {torch_version} (CPU), with and without this PR:
   tests) and {pristine["passed"]} passed (the controls), exit code \
 {pristine["exit_code"]}.
 {upstream_plan(version)}
+{checks_plan(version)}
 
 Changed tests: `test/dynamo/_test_misc_part4.py::test_map_side_effects`
 asserts the new explanation instead of any error that names `map_impl`;
 `test/higher_order_ops/test_invoke_subgraph.py::test_side_effect_with_aliased_intermediate`
 asserts the graph break instead of the internal error.
 
-Not run here: lintrunner and mypy over the whole tree, and CUDA tests.
+Not run here: lintrunner itself and mypy's daemon over the whole tree (the
+checks above are their settings on the changed files), and CUDA tests.
 """
 
 

@@ -22,6 +22,7 @@ sources, is tools/typecheck.py (`make typecheck`), not run in CI.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -125,6 +126,18 @@ def main() -> int:
         print(f"upstream lint: {problem}", file=sys.stderr)
     registry = subprocess.run(
         [sys.executable, ROOT / "tools" / "registry_lint.py"], check=False
+    )
+    (work / "results.json").write_text(
+        json.dumps(
+            {
+                "torch": install.version,
+                "files": paths,
+                "new_findings": problems,
+                "registry_in_sync": registry.returncode == 0,
+            },
+            indent=1,
+        )
+        + "\n"
     )
     return 1 if problems or registry.returncode else 0
 
