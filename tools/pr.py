@@ -169,32 +169,37 @@ def upstream_plan(version: str) -> str:
     return "\n".join(lines)
 
 
+def _last_result(*candidates: Path) -> dict | None:
+    """The first of candidates that a run wrote, read."""
+    for path in candidates:
+        if path.is_file():
+            return json.loads(path.read_text())
+    return None
+
+
 def checks_plan(version: str) -> str:
     """Upstream's lint and mypy on the changed files, as this project last ran
     them (tools/upstream_lint.py in make test, make typecheck)."""
     lines = []
-    lint = ROOT / "build" / "upstream-lint" / version / "results.json"
-    if lint.is_file():
-        found = json.loads(lint.read_text())
+    lint = _last_result(ROOT / "build" / "upstream-lint" / version / "results.json")
+    if lint is not None:
+        sync = "in sync" if lint["registry_in_sync"] else "NOT in sync"
         lines.append(
             f"- ruff and flake8 with upstream's settings, and the GB_REGISTRY "
-            f"check, on the {len(found['files'])} changed files: "
-            f"{len(found['new_findings'])} new findings; registry "
-            + ("in sync" if found["registry_in_sync"] else "NOT in sync")
+            f"check, on the {len(lint['files'])} changed files: "
+            f"{len(lint['new_findings'])} new findings; registry {sync}"
         )
-    for typecheck in (
+    mypy = _last_result(
         ROOT / "build" / "typecheck" / version / "results.json",
         ROOT / "results" / f"typecheck-{version}.json",
-    ):
-        if typecheck.is_file():
-            found = json.loads(typecheck.read_text())
-            lines.append(
-                f"- `make typecheck` (mypy 1.16.0, upstream's mypy.ini settings, "
-                f"following imports through torch): {len(found['new'])} new errors "
-                f"({found['errors']['pristine']} before, {found['errors']['patched']} "
-                "after, in the release's own sources)"
-            )
-            break
+    )
+    if mypy is not None:
+        lines.append(
+            f"- `make typecheck` (mypy 1.16.0, upstream's mypy.ini settings, "
+            f"following imports through torch): {len(mypy['new'])} new errors "
+            f"({mypy['errors']['pristine']} before, {mypy['errors']['patched']} "
+            "after, in the release's own sources)"
+        )
     return "\n".join(lines)
 
 
