@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apply_check import fetch_wheel
-from pins import PinError
+from pins import PinError, dry_run
 
 from torchpatch import series as series_
 from torchpatch.errors import TorchPatchError
@@ -119,6 +119,16 @@ def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
         check=check,
         env=dict(os.environ, GIT_EDITOR="true", LC_ALL="C"),
     )
+
+
+def has_wheel(release: str) -> bool:
+    """Whether PyPI has a torch wheel of release for CPython 3.11, from its
+    metadata (a dry run of pip), before any wheel is downloaded."""
+    try:
+        dry_run([f"torch=={release}"], "--no-deps")
+    except PinError:
+        return False
+    return True
 
 
 def wheel_fetch(release: str, paths: Sequence[str], into: Path) -> None:
@@ -353,8 +363,13 @@ def check_request(job: Job) -> None:
         raise RebaseError(f"TO={job.to_release!r} is not a release like 2.15.0")
     if not (job.from_dir / series_.SERIES_FILE).is_file():
         have = ", ".join(
-            d.name.removeprefix("torch-")
-            for d in sorted(job.patches_root.glob("torch-*"))
+            sorted(
+                (
+                    d.name.removeprefix("torch-")
+                    for d in job.patches_root.glob("torch-*")
+                ),
+                key=series_.version_key,
+            )
         )
         raise RebaseError(f"FROM={job.from_release!r} names no series (have: {have})")
     if job.dest is None:
@@ -399,6 +414,10 @@ def run(
                 args.prove and dest is None,
             )
             check_request(job)
+            if fetch is wheel_fetch and not has_wheel(job.to_release):
+                raise RebaseError(
+                    f"torch {job.to_release}: pip found no wheel of it for CPython 3.11"
+                )
             clean = start(job, fetch)
         if not clean:
             print(conflicts(job), file=sys.stderr)
