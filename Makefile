@@ -62,8 +62,8 @@ demo-%: .venvs/torch-%/.installed
 # tests failing pristine, in each inlining mode the release has
 # (tools/prove.py; pristine, the pull request's test file, or with
 # EXTENDED=1 every test file); upstream's lint on what the series changes; a
-# smoke run of the benchmark, which fails if the series adds a call where
-# nothing is refused.
+# smoke run of the benchmark, which fails if a trace that refuses nothing
+# calls the helper or moves its instruction ratio beyond its resolution.
 ifeq ($(TORCH),all)
 test: test-all
 else
