@@ -54,7 +54,8 @@ AUTHOR = ("-c", "user.name=torchpatch rebase", "-c", "user.email=rebase@localhos
 STATE = "torchpatch-rebase.json"  # in the scratch repository's .git
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 
-# release, {path inside the wheel: where to write it} -> written paths
+# (release, paths under torch/, into): writes into/<path> for each path the
+# release's wheel has.
 Fetch = Callable[[str, Sequence[str], Path], None]
 
 
