@@ -30,7 +30,10 @@ NEWEST := $(lastword $(RELEASES))
 # In a pattern rule's recipe $* is the torch release.
 PY = .venvs/torch-$*/bin/python
 PYTEST = $(PY) -m pytest -q -p no:cacheprovider -p no:logging
-LINTED := src tests test tools bench
+# A maintainer tool (tools/, a package run from this directory) with the
+# machine's python, which reads torchpatch from src/.
+TOOL = PYTHONPATH=src $(PYTHON) -m
+LINTED := src tool_tests fix_tests tools
 
 .PHONY: venv demo test test-all lint apply-check upstream-test typecheck bench \
   bench-calls pr rebase rebase-continue clean
@@ -47,7 +50,7 @@ venv: $(SELECTED:%=.venvs/torch-%/.installed)
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
-# The linters: this project's ruff, and those of tools/upstream_lint.py.
+# The linters: this project's ruff and mypy, and those of tools/upstream_lint.py.
 .venvs/lint/.installed: requirements/lint.txt
 	test -x .venvs/lint/bin/python || $(PYTHON) -m venv .venvs/lint
 	PIP_CONSTRAINT=/dev/null .venvs/lint/bin/python -m pip install -q --disable-pip-version-check -r $<
@@ -56,7 +59,7 @@ venv: $(SELECTED:%=.venvs/torch-%/.installed)
 DEMO := $(if $(filter file,$(origin TORCH)),$(DEMO_TORCH),$(SELECTED))
 demo: $(DEMO:%=demo-%)
 demo-%: .venvs/torch-%/.installed
-	$(PY) tools/demo.py
+	$(PY) -m tools.demo
 
 # For each release: the tool's tests; the series' tests patched, and its fix
 # tests failing pristine, in each inlining mode the release has
@@ -71,10 +74,10 @@ test: $(SELECTED:%=test-%) lint
 endif
 test-%: .venvs/torch-%/.installed .venvs/lint/.installed
 	$(PY) -m torchpatch apply
-	$(PYTEST) tests
-	$(PY) tools/prove.py $(if $(EXTENDED),--extended)
-	$(PY) tools/upstream_lint.py
-	$(PY) bench/instructions.py --smoke --torch $*
+	$(PYTEST) tool_tests
+	$(PY) -m tools.prove $(if $(EXTENDED),--extended)
+	$(PY) -m tools.upstream_lint
+	$(PY) -m tools.bench.instructions --smoke --torch $*
 
 # Every release, JOBS at a time (default 1; JOBS=2 runs one a core, with two
 # CUDA venvs on disk): a venv this run built is removed after its release is
@@ -86,21 +89,20 @@ JOBS ?= 1
 test-all: lint apply-check
 	rm -rf build/releases build/test-all
 	tools/per_release.sh $(JOBS) build/test-all test EXTENDED=1 -- $(RELEASES)
-	$(PYTHON) tools/release_table.py --record
+	$(TOOL) tools.release_table --record
 
 lint: .venvs/lint/.installed
 	.venvs/lint/bin/ruff check $(LINTED)
 	.venvs/lint/bin/ruff format --check $(LINTED)
-	.venvs/lint/bin/mypy src/torchpatch
-	MYPYPATH=src .venvs/lint/bin/mypy tools/rebase.py tools/pins.py tools/typecheck.py
-	PYTHONPATH=src $(PYTHON) tools/carried_tests.py --check
-	$(PYTHON) tools/release_table.py --check
-	$(PYTHON) bench/report.py --check
+	MYPYPATH=src .venvs/lint/bin/mypy -p torchpatch -p tools
+	$(TOOL) tools.carried_tests --check
+	$(TOOL) tools.release_table --check
+	$(TOOL) tools.bench.report --check
 
 # Each series against the torch/_dynamo of the wheel of every release it
 # serves, taken from pip's cache (or PyPI): applies, and reverts to RECORD.
 apply-check:
-	$(PYTHON) tools/apply_check.py $(RELEASES)
+	$(TOOL) tools.apply_check $(RELEASES)
 
 # CI's tier: the pull request's release with main's tests (2.15.0). The
 # older eras' runs, 2.6.0 with its release's tests and 2.4.1 with the
@@ -110,7 +112,7 @@ UPSTREAM_TIER := 2.15.0
 UPSTREAM := $(if $(filter file,$(origin TORCH)),$(UPSTREAM_TIER),$(SELECTED))
 upstream-test: $(UPSTREAM:%=upstream-test-%)
 upstream-test-%: .venvs/torch-%/.installed
-	$(PY) tools/upstream_test.py
+	$(PY) -m tools.upstream_test
 
 # mypy with upstream's settings over the files a series touches, following
 # their imports through all of torch, pristine against patched
@@ -119,24 +121,24 @@ upstream-test-%: .venvs/torch-%/.installed
 TYPECHECK := $(if $(filter file,$(origin TORCH)),$(NEWEST),$(SELECTED))
 typecheck: $(TYPECHECK:%=typecheck-%)
 typecheck-%: .venvs/torch-%/.installed .venvs/lint/.installed
-	$(PY) tools/typecheck.py
+	$(PY) -m tools.typecheck
 
 # One run over every selected release: callgrind workers, one per core.
 bench: venv
-	$(PYTHON) bench/instructions.py --torch $(SELECTED)
+	$(TOOL) tools.bench.instructions --torch $(SELECTED)
 
 # Python calls the series adds to each workload's trace, without callgrind:
 # a release at a time, JOBS at once, a venv this run built removed after,
-# each release's rows replaced in bench/results/calls.json.
+# each release's rows replaced in results/bench/calls.json.
 bench-calls:
 	tools/per_release.sh $(JOBS) build/bench-calls bench-calls -- $(SELECTED)
 bench-calls-%: .venvs/torch-%/.installed
-	$(PYTHON) bench/instructions.py --calls --torch $*
+	$(TOOL) tools.bench.instructions --calls --torch $*
 
 # The pull request against main: the newest release's series, exported, and
 # its description with a before/after table from a real run (build/pr/).
 pr: .venvs/torch-$(NEWEST)/.installed
-	.venvs/torch-$(NEWEST)/bin/python tools/pr.py
+	.venvs/torch-$(NEWEST)/bin/python -m tools.pr
 
 # Maintainers: replay patches/torch-FROM onto release TO with git's
 # three-way merge and write patches/torch-TO/ and its pins, then prove it
@@ -144,10 +146,10 @@ pr: .venvs/torch-$(NEWEST)/.installed
 # PROVE=0 skips the proof. On a conflict it writes nothing: resolve it in
 # the scratch repository it names, then `make rebase-continue FROM= TO=`.
 rebase:
-	PYTHONPATH=src $(PYTHON) tools/rebase.py $(FROM) $(TO) \
+	$(TOOL) tools.rebase $(FROM) $(TO) \
 	  $(if $(DEST),--dest $(DEST)) $(if $(filter 0,$(PROVE)),--no-prove)
 rebase-continue:
-	PYTHONPATH=src $(PYTHON) tools/rebase.py --continue $(FROM) $(TO)
+	$(TOOL) tools.rebase --continue $(FROM) $(TO)
 
 clean:
 	rm -rf .venvs build

@@ -1,6 +1,6 @@
 """Every series applies to the wheel of every release it serves.
 
-    python tools/apply_check.py 2.4.0 2.4.1 ...    # `make apply-check`
+    python -m tools.apply_check 2.4.0 2.4.1 ...    # `make apply-check`
 
 For each release, takes its torch wheel from pip's cache (or PyPI) with
 `pip download --no-deps`, unpacks only what torchpatch reads and writes
@@ -22,7 +22,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools.run import torchpatch
 
 
 def fetch_wheel(release: str, into: Path) -> Path:
@@ -46,27 +46,16 @@ def unpack(wheel: Path, site_packages: Path) -> None:
                 archive.extract(name, site_packages)
 
 
-def torchpatch(site_packages: Path, *args: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "torchpatch", *args, "--site-packages",
-         str(site_packages)],
-        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
-        capture_output=True, text=True,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise RuntimeError(proc.stderr.strip())
-    return proc.stdout
-
-
 def check(release: str, work: Path) -> str | None:
     """None if the series applies, reapplies as a no-op and reverts to RECORD."""
     wheels, site_packages = work / "wheel", work / "site-packages"
     try:
         unpack(fetch_wheel(release, wheels), site_packages)
         shutil.rmtree(wheels)
-        applied = torchpatch(site_packages, "apply")
-        again = torchpatch(site_packages, "apply")
-        reverted = torchpatch(site_packages, "revert")
+        target = ("--site-packages", str(site_packages))
+        applied = torchpatch("apply", *target)
+        again = torchpatch("apply", *target)
+        reverted = torchpatch("revert", *target)
     except (RuntimeError, subprocess.CalledProcessError, ValueError) as error:
         return str(error)
     if not applied.startswith("applied") or "already applied" not in again:
@@ -92,5 +81,5 @@ def main(releases: list[str]) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
-        raise SystemExit("usage: apply_check.py RELEASE [RELEASE...]")
+        raise SystemExit("usage: python -m tools.apply_check RELEASE [RELEASE...]")
     sys.exit(main(sys.argv[1:]))

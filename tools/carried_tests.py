@@ -5,24 +5,22 @@ test/dynamo/test_hop_mutation.py, so that `git am` of the series gives a
 reviewer the whole pull request; the file's source is the `FILE` of the
 series' `tests` line `FILE -> test/dynamo/test_hop_mutation.py`.
 
-    python tools/carried_tests.py           # rewrite stale copies in place
-    python tools/carried_tests.py --check   # fail if one is stale (make lint)
+    python -m tools.carried_tests           # rewrite stale copies in place
+    python -m tools.carried_tests --check   # fail if one is stale (make lint)
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
+from tools.paths import ROOT
 from torchpatch import export, series
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str]) -> int:
     check = argv == ["--check"]
     if argv and not check:
-        raise SystemExit("usage: carried_tests.py [--check]")
+        raise SystemExit("usage: python -m tools.carried_tests [--check]")
     problems = []
     for version in series.supported_versions(ROOT / "patches"):
         found = series.load_series(ROOT / "patches", version)

@@ -1,6 +1,6 @@
 """PyTorch issue 126355 before and after the fix, for the torch of this venv.
 
-Runs tools/issue_126355.py (the issue's reproducer and other ways to write
+Runs tools/reproducer.py (the issue's reproducer and other ways to write
 the same mutation in a control_flow.map body) in each inlining mode the
 release has, first on the pristine torch (`torchpatch revert`), then patched
 (`torchpatch apply`), each in a fresh process so that the files Dynamo
@@ -14,22 +14,25 @@ import json
 import subprocess
 import sys
 from importlib import metadata
-from pathlib import Path
 
+from tools.paths import ROOT
+from tools.run import torchpatch
 from torchpatch.inline_mode import modes
 
-REPRODUCER = Path(__file__).resolve().parent / "issue_126355.py"
 WIDTH = 200  # characters of a message shown
 
 
-def run_forms(inline: str) -> dict:
+def run_forms(inline: str) -> dict[str, dict[str, str]]:
+    """tools.reproducer's errors, in a process with the given mode."""
     proc = subprocess.run(
-        [sys.executable, str(REPRODUCER), inline],
+        [sys.executable, "-m", "tools.reproducer", inline],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
     )
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    errors: dict[str, dict[str, str]] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return errors
 
 
 def shown(error: dict) -> str:
@@ -40,11 +43,7 @@ def shown(error: dict) -> str:
 def main() -> int:
     found = {}
     for state, command in (("pristine", "revert"), ("patched", "apply")):
-        subprocess.run(
-            [sys.executable, "-m", "torchpatch", command],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        torchpatch(command)
         for inline in modes():
             found[state, inline] = run_forms(inline)
 

@@ -21,7 +21,8 @@ from typing import Any
 from pip._vendor.packaging.requirements import Requirement
 from pip._vendor.packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools.paths import ROOT
+
 PIP = (sys.executable, "-m", "pip", "--disable-pip-version-check")
 
 

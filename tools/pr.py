@@ -10,7 +10,7 @@ is the pull request. It writes, under build/pr/:
   in the wheel; patches/torch-<version>/UPSTREAM says where their hunks
   were checked);
 - PR.md: title and body in PyTorch's conventions, with a before/after
-  table from a real run of tools/issue_126355.py on the pristine and the
+  table from a real run of tools/reproducer.py on the pristine and the
   patched torch, and a test plan of commands this project ran, each with
   its result: the new test file in both states (run here), and PyTorch's
   own tests from the last `make upstream-test` of this release
@@ -31,26 +31,15 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from demo import run_forms
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from instructions import FREE_CASES  # noqa: E402
-
+from tools.bench.instructions import FREE_CASES
+from tools.demo import run_forms
+from tools.paths import BENCH_RESULTS, BUILD, RESULTS
+from tools.run import torchpatch
 from torchpatch import bundle, series
 from torchpatch.targets import InstalledTorch
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "build" / "pr"
+OUT = BUILD / "pr"
 ISSUE = 126355
-
-
-def torchpatch(*args: str) -> str:
-    return subprocess.run(
-        [sys.executable, "-m", "torchpatch", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
 
 
 def check_applies(patch: Path, found: series.Series, torch_root: Path) -> None:
@@ -100,11 +89,11 @@ def run_test_file(path: Path, upstream: str) -> dict:
 
 
 def cost(version: str) -> str:
-    """The series' cost from `make bench` (bench/results/latest.json), or
+    """The series' cost from `make bench` (results/bench/latest.json), or
     else from the smoke run of `make test` on this release."""
     rows, source = [], "make bench"
     for name in ("latest.json", f"smoke-{version}.json"):
-        results = ROOT / "bench" / "results" / name
+        results = BENCH_RESULTS / name
         rows = [
             r
             for r in json.loads(results.read_text())["rows"]
@@ -134,7 +123,7 @@ def cost(version: str) -> str:
 
 def upstream_plan(version: str) -> str:
     """PyTorch's own tests as the last `make upstream-test` ran them."""
-    results = ROOT / "build" / "upstream-test" / f"torch-{version}" / "results.json"
+    results = BUILD / "upstream-test" / f"torch-{version}" / "results.json"
     if not results.is_file():
         return (
             "- PyTorch's own test files: not run for this release here "
@@ -181,7 +170,7 @@ def checks_plan(version: str) -> str:
     """Upstream's lint and mypy on the changed files, as this project last ran
     them (tools/upstream_lint.py in make test, make typecheck)."""
     lines = []
-    lint = _last_result(ROOT / "build" / "upstream-lint" / version / "results.json")
+    lint = _last_result(BUILD / "upstream-lint" / version / "results.json")
     if lint is not None:
         sync = "in sync" if lint["registry_in_sync"] else "NOT in sync"
         lines.append(
@@ -190,8 +179,8 @@ def checks_plan(version: str) -> str:
             f"{len(lint['new_findings'])} new findings; registry {sync}"
         )
     mypy = _last_result(
-        ROOT / "build" / "typecheck" / version / "results.json",
-        ROOT / "results" / f"typecheck-{version}.json",
+        BUILD / "typecheck" / version / "results.json",
+        RESULTS / f"typecheck-{version}.json",
     )
     if mypy is not None:
         lines.append(
@@ -213,7 +202,7 @@ def cell(error: dict) -> str:
 def before_after(version: str) -> tuple[str, dict]:
     """The table of errors, pristine and patched, and the test file's results."""
     found = series.load_series(bundle.data_root() / "patches", version)
-    (test,) = [t for t in found.exported_tests if t.upstream.startswith("test/dynamo/")]
+    (test,) = [t for t in found.exported_tests if t.runs]
     errors, results = {}, {}
     for state, command in (("pristine", "revert"), ("patched", "apply")):
         torchpatch(command)

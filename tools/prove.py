@@ -23,16 +23,15 @@ import json
 import sys
 import time
 from datetime import date
-from pathlib import Path
 
-from teeth import check_pristine, run_tests, torchpatch
-
+from tools.paths import BUILD
+from tools.run import torchpatch
+from tools.teeth import check_pristine, run_tests
 from torchpatch import bundle, series
 from torchpatch.inline_mode import modes, switchable
 from torchpatch.targets import InstalledTorch
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "build" / "releases"
+OUT = BUILD / "releases"
 
 
 def era() -> str:
@@ -48,7 +47,7 @@ def main(extended: bool) -> int:
     started = time.monotonic()
     install = InstalledTorch.find()
     found = series.load_series(bundle.data_root() / "patches", install.version)
-    tests = [t.path for t in found.tests]
+    tests = [t.path for t in found.tests if t.runs]
     if not tests:
         print(f"prove: the torch {install.version} series lists no tests")
         return 1
@@ -62,7 +61,7 @@ def main(extended: bool) -> int:
         )
         if counts["tests"] == 0 or counts["passed"] != counts["tests"]:
             problems.append(f"inlining={inline}: patched, not all passed: {counts}")
-    exported = [t.path for t in found.exported_tests]
+    exported = [t.path for t in found.exported_tests if t.runs]
     pristine, found_problems = check_pristine(
         install.version, tests if extended else exported
     )
@@ -90,5 +89,5 @@ def main(extended: bool) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:] not in ([], ["--extended"]):
-        raise SystemExit("usage: prove.py [--extended]")
+        raise SystemExit("usage: python -m tools.prove [--extended]")
     sys.exit(main(extended=sys.argv[1:] == ["--extended"]))

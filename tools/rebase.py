@@ -1,7 +1,7 @@
 """Rebase a patch series onto another torch release, with git's three-way merge.
 
-    python tools/rebase.py FROM TO [--dest DIR] [--no-prove]   # make rebase
-    python tools/rebase.py --continue FROM TO                  # make rebase-continue
+    python -m tools.rebase FROM TO [--dest DIR] [--no-prove]   # make rebase
+    python -m tools.rebase --continue FROM TO                  # make rebase-continue
 
 FROM names a series (patches/torch-FROM/, made against release FROM), TO a
 release. In a scratch git repository (build/rebase/torch-FROM-to-TO/) it
@@ -42,13 +42,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from apply_check import fetch_wheel
-from pins import PinError, dry_run
-
+from tools.apply_check import fetch_wheel
+from tools.paths import BUILD, ROOT
+from tools.pins import PinError, dry_run
 from torchpatch import series as series_
 from torchpatch.errors import TorchPatchError
 
-ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM_TESTS = ROOT.parent / "shared" / "upstream" / "pytorch-main"
 AUTHOR = ("-c", "user.name=torchpatch rebase", "-c", "user.email=rebase@localhost")
 STATE = "torchpatch-rebase.json"  # in the scratch repository's .git
@@ -390,7 +389,7 @@ def run(
     fetch: Fetch = wheel_fetch,
     pins: Callable[[Job], str] | None = None,
     patches_root: Path = ROOT / "patches",
-    build: Path = ROOT / "build" / "rebase",
+    build: Path = BUILD / "rebase",
 ) -> int:
     parser = argparse.ArgumentParser(prog="rebase", description=__doc__.split("\n")[0])
     parser.add_argument("from_release", metavar="FROM")

@@ -14,7 +14,7 @@ patched torch/_dynamo of this interpreter's torch:
 - every gb_type whose calls the series changes or adds must be in sync, in
   the registry once, and raised with one text everywhere.
 
-    python tools/registry_lint.py     # with the venv's python; torch is left patched
+    python -m tools.registry_lint     # with the venv's python; torch is left patched
 
 A release without a registry (before 2.8) has nothing to check.
 """
@@ -24,9 +24,10 @@ from __future__ import annotations
 import ast
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
+
+from tools.run import torchpatch
 
 Call = tuple  # (context, explanation, hints)
 # The functions whose calls the lint reads; 2.10 renamed unimplemented_v2.
@@ -143,14 +144,6 @@ def in_sync(gb_type: str, raised: set[Call], entries: dict[str, list[dict]]) -> 
 def state(dynamo: Path) -> tuple[dict[str, set[Call]], dict[str, bool]]:
     raised, entries = calls(dynamo), newest_entries(dynamo)
     return raised, {g: in_sync(g, r, entries) for g, r in raised.items()}
-
-
-def torchpatch(command: str) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "torchpatch", command],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
 
 
 def main() -> int:

@@ -11,21 +11,15 @@ tools/prove.py runs it after the patched tests.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from tools.run import pytest, torchpatch
 from torchpatch.inline_mode import modes
 
-ROOT = Path(__file__).resolve().parents[1]
 FIX_TESTS = "HopModuleMutationErrorTests"
 CONTROLS = "HopModuleMutationControlTests"
-
-
-def torchpatch(command: str) -> None:
-    subprocess.run([sys.executable, "-m", "torchpatch", command], check=True)
 
 
 def run_tests(selection: list[str], inline: str) -> dict[str, int]:
@@ -33,13 +27,9 @@ def run_tests(selection: list[str], inline: str) -> dict[str, int]:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.xml"
         env = dict(os.environ, TORCHDYNAMO_INLINE_INBUILT_NN_MODULES=inline)
-        subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-             "-p", "no:logging", f"--junitxml={report}",
-             *selection],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=False,
-        )  # fmt: skip
+        pytest(f"--junitxml={report}", *selection, env=env)
         suite = ET.parse(report).getroot().find("testsuite")
+    assert suite is not None, f"{report} has no testsuite"
     counts = {
         k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")
     }

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tools.run import torchpatch
 
 STATES = {"pristine": "revert", "patched": "apply"}
 
@@ -22,18 +23,14 @@ STATES = {"pristine": "revert", "patched": "apply"}
 @contextmanager
 def torch_states(venv: Path, work: Path) -> Iterator[dict[str, Path]]:
     """{state: python} for the states of venv's torch; removed on exit."""
-    pythons = {}
+    pythons: dict[str, Path] = {}
     try:
         for state, command in STATES.items():
             copy = work / f"venv-{state}"
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(venv, copy, symlinks=True, copy_function=os.link)
             pythons[state] = copy / "bin" / "python"
-            subprocess.run(
-                [pythons[state], "-m", "torchpatch", command],
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
+            torchpatch(command, python=pythons[state])
         yield pythons
     finally:
         for state in STATES:

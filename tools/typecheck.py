@@ -21,7 +21,7 @@ recorded), without its plugins (mypy_plugins/ is not in a wheel) and with
 lists. mypy's version is the one main's .ci/docker/requirements-ci.txt pins
 (checked at 00062d375bf35995afc6562293d9fdff20052900), in .venvs/lint.
 
-    python tools/typecheck.py       # with a release venv's python; torch is left patched
+    python -m tools.typecheck       # with a release venv's python; torch is left patched
 """
 
 from __future__ import annotations
@@ -35,11 +35,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from tools.paths import BUILD, ROOT
+from tools.run import torchpatch
 from torchpatch import bundle, series
 from torchpatch.targets import InstalledTorch
 
-ROOT = Path(__file__).resolve().parents[1]
-WORK = ROOT / "build" / "typecheck"  # a folder per release
+WORK = BUILD / "typecheck"  # a folder per release
 MYPY = ROOT / ".venvs" / "lint" / "bin" / "mypy"
 SOURCES = ("*.py", "*.pyi", "py.typed")
 UNTYPED_THIRD_PARTY = ("triton", "sympy", "matplotlib", "numba", "scipy", "IPython")
@@ -67,14 +68,6 @@ disallow_any_generics = True
 _ERROR = re.compile(r"^(?P<path>[^:\s]+):\d+:\d+: error: (?P<text>.*)$")
 
 Errors = Counter[tuple[str, str]]  # (path, message) -> count
-
-
-def torchpatch(command: str) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "torchpatch", command],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
 
 
 def copy_sources(install: InstalledTorch, tree: Path) -> None:

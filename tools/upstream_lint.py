@@ -5,7 +5,7 @@ touches under torch/ as the wheel has it and as the series leaves it, plus
 the test files the series adds upstream, and runs on both trees:
 
 - ruff check with the settings of PyTorch's pyproject.toml
-  (lint/ruff-upstream.toml), and ruff format --check with them;
+  (tools/ruff-upstream.toml), and ruff format --check with them;
 - flake8 with the rules upstream leaves to it (the codes its pyproject.toml
   marks external, and B950 at its 120 columns);
 - the graph-break registry check of its GB_REGISTRY lint
@@ -17,7 +17,7 @@ from a newer ruff than the release was linted with, are not the patch's to
 fix. A file the series adds must have none. mypy, which checks all of torch's
 sources, is tools/typecheck.py (`make typecheck`), not run in CI.
 
-    python tools/upstream_lint.py       # with a release venv's python
+    python -m tools.upstream_lint       # with a release venv's python
 """
 
 from __future__ import annotations
@@ -30,27 +30,21 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from tools import registry_lint
+from tools.paths import BUILD, ROOT
+from tools.run import torchpatch
 from torchpatch import bundle, series
 from torchpatch.targets import InstalledTorch
 
-ROOT = Path(__file__).resolve().parents[1]
-WORK = ROOT / "build" / "upstream-lint"  # a folder per release
+WORK = BUILD / "upstream-lint"  # a folder per release
 TOOLS = ROOT / ".venvs" / "lint" / "bin"
-RUFF_CONFIG = ROOT / "lint" / "ruff-upstream.toml"
+RUFF_CONFIG = Path(__file__).resolve().parent / "ruff-upstream.toml"
 FLAKE8_ONLY = (
     "B901,B909,E115,E201,E221,E225,E226,E227,E231,E241,E261,E262,E265,E266,"
     "E272,E306,B950"
 )
 # path:line:col: CODE message
 _FINDING = re.compile(r"^(?P<path>[^:\s]+):\d+:\d+: (?P<code>[A-Z]+\d+) (?P<text>.*)$")
-
-
-def torchpatch(command: str) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "torchpatch", command],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
 
 
 def write_trees(install: InstalledTorch, found: series.Series, work: Path) -> list[str]:
@@ -124,22 +118,20 @@ def main() -> int:
     )
     for problem in problems:
         print(f"upstream lint: {problem}", file=sys.stderr)
-    registry = subprocess.run(
-        [sys.executable, ROOT / "tools" / "registry_lint.py"], check=False
-    )
+    registry_in_sync = registry_lint.main() == 0
     (work / "results.json").write_text(
         json.dumps(
             {
                 "torch": install.version,
                 "files": paths,
                 "new_findings": problems,
-                "registry_in_sync": registry.returncode == 0,
+                "registry_in_sync": registry_in_sync,
             },
             indent=1,
         )
         + "\n"
     )
-    return 1 if problems or registry.returncode else 0
+    return 1 if problems or not registry_in_sync else 0
 
 
 if __name__ == "__main__":

@@ -48,14 +48,14 @@ from collections import Counter
 from importlib import metadata
 from pathlib import Path
 
-from torch_states import STATES, torch_states
-
+from tools.paths import BUILD, ROOT
+from tools.run import pytest_command, torchpatch
+from tools.torch_states import STATES, torch_states
 from torchpatch.inline_mode import modes
 from torchpatch.series import version_key
 
-ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "upstream"
-WORK = ROOT / "build" / "upstream-test"
+WORK = BUILD / "upstream-test"
 # Under test/; each runs where the test folder has it.
 FILES = (
     "dynamo/test_misc.py",
@@ -132,8 +132,7 @@ def apply_export(
 ) -> tuple[list[str], list[str]]:
     """Problems, and the tests of SEEDS whose files the export changes."""
     exported = tree.parent / "upstream.patch"
-    check([sys.executable, "-m", "torchpatch", "export",
-           "--torch-version", version, str(exported)])  # fmt: skip
+    torchpatch("export", "--torch-version", version, exported)
     check(["git", "apply", "--check", str(exported)], cwd=tree)
     check(["git", "apply", str(exported)], cwd=tree)
     paths = sorted(
@@ -217,10 +216,12 @@ def run_file(python: Path, tree: Path, name: str, mode: str, report: Path):
     log = report.with_suffix(".log").open("w")
     env = dict(mode_env(mode), PYTHONPATH=str(SHIMS))
     return subprocess.Popen(
-        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:logging",
-         "-p", "release_shims",
-         # This repository's pytest settings are not upstream's.
-         "-c", os.devnull, f"--rootdir={tree}", f"--junitxml={report}", name],
+        pytest_command(
+            "-p", "release_shims",
+            # This repository's pytest settings are not upstream's.
+            "-c", os.devnull, f"--rootdir={tree}", f"--junitxml={report}", name,
+            python=python,
+        ),
         # Not from the tree's root: its torch/ has no binaries.
         cwd=tree / "test", env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip

@@ -1,4 +1,4 @@
-"""Where this project's patches/ and test/ directories are.
+"""Where this project's patches/ and fix_tests/ directories are.
 
 A wheel built from this repository carries them as package data under
 torchpatch/_data; an editable install reads them from the checkout.

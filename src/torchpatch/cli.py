@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--data",
         type=Path,
-        help="directory holding patches/ and test/ (default: the bundled ones)",
+        help="directory holding patches/ and fix_tests/ (default: the bundled ones)",
     )
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 

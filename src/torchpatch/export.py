@@ -66,7 +66,7 @@ def stale_carried(series: Series, data_root: Path) -> list[str]:
     """A line for each carried test file whose copy in its patch is not FILE."""
     return [
         f"{patch.path} creates {test.upstream} unlike {test.path}; "
-        f"rewrite it with `python tools/carried_tests.py`"
+        f"rewrite it with `python -m tools.carried_tests`"
         for test, patch in _stale(series, data_root)
     ]
 

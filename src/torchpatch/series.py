@@ -4,11 +4,12 @@ The series file is quilt's: one patch file name per line, applied in order;
 blank lines and lines starting with `#` are ignored. Every patch is in
 `git format-patch` form with paths relative to the PyTorch source root.
 An optional `tests` file next to it lists, the same way, this project's test
-files for the series, under test/: `FILE` for one that only this project
-runs (an extended suite), `FILE -> PATH` for one the pull request adds as
-PATH in PyTorch's tree (`torchpatch export` writes it there as a new file).
-Each era keeps its own variant of a file, and the series names the one that
-fits its release.
+files for the series, under fix_tests/: `FILE` for one that only this
+project runs (an extended suite), `FILE -> PATH` for one the pull request
+adds as PATH under PyTorch's test/ (`torchpatch export` writes it there as a
+new file). A file named test_*.py is run; any other is a helper module the
+test files import. Each era keeps its own variant of a test file, and the
+series names the one that fits its release.
 
 A series is made against one release, its folder's name. An optional
 `releases` file lists, one a line, every release it was proven on (its tests
@@ -32,6 +33,7 @@ from torchpatch.errors import MalformedSeries, UnsupportedVersion
 
 SERIES_FILE = "series"
 TESTS_FILE = "tests"
+TESTS_DIR = "fix_tests"  # this project's tests of the fix
 RELEASES_FILE = "releases"
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 _DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
@@ -52,8 +54,13 @@ class Patch:
 
 @dataclass(frozen=True)
 class TestFile:
-    path: str  # in this repository, under test/
+    path: str  # in this repository, under fix_tests/
     upstream: str | None = None  # where the pull request adds it, if it does
+
+    @property
+    def runs(self) -> bool:
+        """A test file; a helper module that test files import does not run."""
+        return Path(self.path).name.startswith("test_")
 
     @property
     def exported_as(self) -> str:
@@ -168,15 +175,18 @@ def _load_tests(tests_file: Path, data_root: Path) -> tuple[TestFile, ...]:
         path, arrow, upstream = (part.strip() for part in line.partition(_EXPORTED_AS))
         if arrow and not upstream:
             raise MalformedSeries(f"{where}: {line!r} names no upstream path")
-        for listed in (path, upstream) if arrow else (path,):
+        trees = [(path, TESTS_DIR)] + ([(upstream, "test")] if arrow else [])
+        for listed, tree in trees:
             relpath = Path(listed)
             if (
                 relpath.is_absolute()
                 or ".." in relpath.parts
-                or relpath.parts[0] != "test"
+                or relpath.parts[0] != tree
                 or len(listed.split()) != 1
             ):
-                raise MalformedSeries(f"{where}: {listed!r} must be a path under test/")
+                raise MalformedSeries(
+                    f"{where}: {listed!r} must be a path under {tree}/"
+                )
         if not (data_root / path).is_file():
             raise MalformedSeries(f"{where}: {path!r} does not exist")
         if any(path == t.path for t in tests):

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import registry_lint  # noqa: E402
+from tools import registry_lint
 
 CALL = """
 def f(name, hop):

@@ -47,7 +47,7 @@ def test_export_adds_only_the_tests_the_series_lists(run, data, tmp_path):
     assert stdout.strip().endswith(f"series plus {NEW_TEST}")
     assert UNLISTED_TEST not in out.read_text()
     assert EXTENDED_TEST not in out.read_text()
-    assert "test/this_era/" not in out.read_text()
+    assert "fix_tests/" not in out.read_text()
     (data / "patches/torch-2.4.1/tests").unlink()
     code, stdout, _ = run("export", str(out))
     assert code == 0

@@ -2,7 +2,7 @@
 
 Like PyTorch's compile-time benchmarks (benchmarks/dynamo/pr_time_benchmarks)
 this counts instructions, not seconds: callgrind runs one worker process
-(bench/workloads.py) per (torch series, torch state, inlining mode, heap
+(tools/bench/workloads.py) per (torch series, torch state, inlining mode, heap
 layout), which traces every workload once unmeasured and once measured.
 
 Counts are exactly repeatable, but not independent of where objects land:
@@ -22,12 +22,12 @@ rules iterate sets of torch's install paths, so a copy of the venv elsewhere
 would trace differently. Workers for the modes and layouts of a state run
 one per core. Leaves the series applied.
 
-    python bench/instructions.py                  # `make bench`: every series
-    python bench/instructions.py --torch 2.6.0    # one series
-    python bench/instructions.py --smoke          # seconds of tracing, for make test
-    python bench/instructions.py --calls          # `make bench-calls`: calls only
+    python -m tools.bench.instructions                  # `make bench`: every series
+    python -m tools.bench.instructions --torch 2.6.0    # one series
+    python -m tools.bench.instructions --smoke          # seconds of tracing, for make test
+    python -m tools.bench.instructions --calls          # `make bench-calls`: calls only
 
-Writes bench/results/latest.json (smoke: smoke-<releases>.json, so that
+Writes results/bench/latest.json (smoke: smoke-<releases>.json, so that
 `make test TORCH=all JOBS=2` runs two at once; --calls: calls.json).
 Fails where a workload that refuses nothing (FREE_CASES) calls the fix's
 helper, or moves the instruction ratio beyond what the heap layout alone
@@ -51,12 +51,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
-sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tools")]
-from torch_states import STATES  # noqa: E402
-
-from torchpatch.series import supported_versions, version_key  # noqa: E402
+from tools.paths import BENCH_RESULTS, BUILD, ROOT
+from tools.run import torchpatch
+from tools.torch_states import STATES
+from torchpatch.series import supported_versions, version_key
 
 # torch 2.6.0 spends about 30 million instructions on one root attribute
 # store of these modules, so the sizes are kept small.
@@ -88,17 +86,20 @@ NOISE_FACTOR = 2
 NOISE_FLOOR = 0.002
 CALL_LAYOUTS = LAYOUTS[:2]  # the call profiles' layouts
 HELPER = "side_effects.py:check_allowed_module_mutation"
-# Shift the heap, then run the worker as its own __main__.
+# Shift the heap, then run the worker as its own __main__ (from ROOT).
 _WITH_LAYOUT = (
     "import runpy, sys; ballast = [bytearray(48) for _ in range(int(sys.argv[1]))]; "
-    "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    "sys.argv = sys.argv[2:]; "
+    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
 )
+WORKER = "tools.bench.workloads"
+CALLGRIND_CTL = Path(__file__).resolve().parent / "callgrind_ctl.c"
 
 
 def build_library(out: Path) -> Path:
     library = out / "libcallgrind_ctl.so"
     subprocess.run(
-        ["cc", "-shared", "-fPIC", "-O2", "-o", library, BENCH / "callgrind_ctl.c"],
+        ["cc", "-shared", "-fPIC", "-O2", "-o", library, CALLGRIND_CTL],
         check=True,
     )
     return library
@@ -113,9 +114,9 @@ def count(
         proc = subprocess.run(
             ["valgrind", "--tool=callgrind", "--instr-atstart=no",
              "--collect-atstart=no", f"--callgrind-out-file={out}",
-             python, "-c", _WITH_LAYOUT, str(layout), BENCH / "workloads.py",
+             python, "-c", _WITH_LAYOUT, str(layout), WORKER,
              library, str(inline), json.dumps(cases)],
-            env=dict(os.environ, PYTHONHASHSEED="0"),
+            env=dict(os.environ, PYTHONHASHSEED="0"), cwd=ROOT,
             capture_output=True, text=True,
         )  # fmt: skip
         if proc.returncode != 0:
@@ -127,9 +128,9 @@ def count(
 def calls(python: Path, inline: int, layout: int, cases: list) -> dict[str, dict]:
     """{case: {function: calls}} of each case's trace, in one cProfile worker."""
     proc = subprocess.run(
-        [python, "-c", _WITH_LAYOUT, str(layout), BENCH / "workloads.py", "--calls",
+        [python, "-c", _WITH_LAYOUT, str(layout), WORKER, "--calls",
          str(inline), json.dumps(cases)],
-        env=dict(os.environ, PYTHONHASHSEED="0"),
+        env=dict(os.environ, PYTHONHASHSEED="0"), cwd=ROOT,
         capture_output=True, text=True,
     )  # fmt: skip
     if proc.returncode != 0:
@@ -202,8 +203,7 @@ def measure_series(version: str, cases: list, layouts, wanted, library) -> list[
     modes = series_modes(python, wanted)
     counts, profiled = {}, {}
     for state, command in STATES.items():
-        subprocess.run([python, "-m", "torchpatch", command], check=True,
-                       stdout=subprocess.DEVNULL)  # fmt: skip
+        torchpatch(command, python=python)
         jobs = [(state, inline, k) for inline in modes for k in layouts]
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             found = pool.map(
@@ -295,8 +295,7 @@ def count_calls(version: str, cases: list, wanted) -> list[dict]:
     profiled = {}
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         for state, command in STATES.items():
-            subprocess.run([python, "-m", "torchpatch", command], check=True,
-                           stdout=subprocess.DEVNULL)  # fmt: skip
+            torchpatch(command, python=python)
             for (inline, k), c in call_profiles(python, modes, cases, pool).items():
                 profiled[(state, inline, k)] = c
     return [
@@ -372,9 +371,7 @@ def main() -> int:
         for version in args.torch:
             rows += count_calls(version, CASES, (0, 1))
         today = time.strftime("%Y-%m-%d")
-        record_calls(
-            BENCH / "results" / "calls.json", [dict(r, date=today) for r in rows]
-        )
+        record_calls(BENCH_RESULTS / "calls.json", [dict(r, date=today) for r in rows])
         for r in rows:
             print(f"{r['series']:<7} {r['case']:<19} {r['n'] or '':>4} "
                   f"inlining={r['inlining']} {r['calls_added']:+d} "
@@ -385,15 +382,15 @@ def main() -> int:
             raise SystemExit("bench: the helper runs where nothing is refused:\n"
                              + "\n".join(paying))  # fmt: skip
         return 0
-    work = ROOT / "build" / "bench"
+    work = BUILD / "bench"
     if args.smoke:
         cases, layouts, modes = SMOKE_CASES, SMOKE_LAYOUTS, (1,)
         name = f"smoke-{'-'.join(args.torch)}"
-        out = BENCH / "results" / f"{name}.json"
+        out = BENCH_RESULTS / f"{name}.json"
         work = work / name
     else:
         cases, layouts, modes = CASES, LAYOUTS, (0, 1)
-        out = BENCH / "results" / "latest.json"
+        out = BENCH_RESULTS / "latest.json"
     started = time.monotonic()
     work.mkdir(parents=True, exist_ok=True)
     library = build_library(work)

@@ -1,14 +1,9 @@
 # Owner(s): ["module: dynamo"]
 """
-Mutating an nn.Module attribute from inside a HigherOrderOp body.
-
-The body of a HigherOrderOp is traced into a subgraph that cannot carry side
-effects on its enclosing scope, so Dynamo refuses to set or delete an
-attribute of a module that lives outside the body. Whatever form the mutation
-takes, it must be refused with one graph break, "nn.Module mutation in
-HigherOrderOp", that names the attribute, the module's class and the
-HigherOrderOp (https://github.com/pytorch/pytorch/issues/126355), and
-everything Dynamo accepts today must keep behaving like eager.
+Helpers of the tests of nn.Module mutation inside a HigherOrderOp body
+(test_hop_mutation*.py): the issue's reproducer, the HigherOrderOps and the
+forms of the mutation under test, the modules they mutate, and the
+assertions the tests share.
 """
 
 import functools
@@ -20,7 +15,6 @@ import torch
 import torch._dynamo.test_case
 import torch.utils.checkpoint
 from functorch.experimental.control_flow import map as control_flow_map
-from hypothesis import given, settings, strategies as st
 from torch._dynamo.exc import (
     InternalTorchDynamoError,
     UncapturedHigherOrderOpError,
@@ -28,13 +22,24 @@ from torch._dynamo.exc import (
 )
 from torch._higher_order_ops.while_loop import while_loop
 from torch._higher_order_ops.wrap import wrap
-from torch.testing._internal.common_utils import (
-    instantiate_parametrized_tests,
-    parametrize,
-)
 
 GB_TYPE = "nn.Module mutation in HigherOrderOp"
 ALIASED_GB_TYPE = "HOP: aliased intermediate used outside the subgraph"
+
+
+class Issue126355(torch.nn.Module):
+    """The reproducer of https://github.com/pytorch/pytorch/issues/126355."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.tensor(1)
+
+    def forward(self, xs):
+        def body(x):
+            self.w += 1
+            return x
+
+        return control_flow_map(body, xs)
 
 
 class _CallBody(torch.autograd.Function):
@@ -66,15 +71,6 @@ def _autograd_function(body, x):
     return _CallBody.apply(x, body)
 
 
-@torch.compiler.nested_compile_region
-def _call_body_in_region(body, x):
-    return body(x)
-
-
-def _nested_compile_region(body, x):
-    return _call_body_in_region(body, x)
-
-
 def _map_in_cond(body, x):
     return _cond(lambda t: control_flow_map(body, t), x)
 
@@ -85,6 +81,7 @@ def _call_inside(wrapping, hop, body, x):
 
 
 # Each calls its body once or more on a (3, 2) tensor; the body returns t + 1.
+# A test file adds the HigherOrderOps that only its releases have.
 HOPS = {
     "map": control_flow_map,
     "cond": _cond,
@@ -92,7 +89,6 @@ HOPS = {
     "wrap": wrap,
     "checkpoint": _checkpoint,
     "autograd_function": _autograd_function,
-    "nested_compile_region": _nested_compile_region,
     "map_in_cond": _map_in_cond,
 }
 
@@ -289,11 +285,13 @@ class Scratch(torch.nn.Module):
 
 
 class CreatesInBody(torch.nn.Module):
-    """Creates a module inside the body of HOPS[hop] and mutates it there."""
+    """Creates a module inside the body of HOPS[hop] and mutates it there
+    (and deletes one of its attributes, where `deletes`)."""
 
-    def __init__(self, hop):
+    def __init__(self, hop, deletes=True):
         super().__init__()
         self.hop = HOPS[hop]
+        self.deletes = deletes
 
     def forward(self, x):
         def body(t):
@@ -301,10 +299,28 @@ class CreatesInBody(torch.nn.Module):
             m.w = m.w + 1
             m.n = 3
             m.created = 2
-            del m.n
+            if self.deletes:
+                del m.n
             return t + m.w + m.created
 
         return self.hop(body, x)
+
+
+class Transformed(torch.nn.Module):
+    """Mutates itself in the body of a torch.func transform."""
+
+    def __init__(self, transform):
+        super().__init__()
+        _add_state(self)
+        self.transform = getattr(torch.func, transform)
+
+    def forward(self, x):
+        def body(t):
+            self.n = self.n + 1
+            self.w = self.w + 1
+            return (t * t).sum()
+
+        return self.transform(body)(x)
 
 
 def static_model(hop, mutation):
@@ -479,250 +495,3 @@ class HopMutationTestCase(torch._dynamo.test_case.TestCase):
         else:
             self.assertEqual(compiled[1], expected[1])
         self.assertEqual(module_state(compiled_model), module_state(eager_model))
-
-
-class HopModuleMutationErrorTests(HopMutationTestCase):
-    """One graph break that says what was mutated, and where."""
-
-    def test_map_side_effects_message(self):
-        # The reproducer of #126355.
-        class Module(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.w = torch.tensor(1)
-
-            def forward(self, xs):
-                def body(x):
-                    self.w += 1
-                    return x
-
-                return control_flow_map(body, xs)
-
-        error = compile_error(Module(), torch.randn(3, 2))
-        self.assertIsInstance(error, UncapturedHigherOrderOpError)
-        self.assertExpectedInline(
-            "\n".join(graph_break(error)),
-            """\
-nn.Module mutation in HigherOrderOp
-Attempted to set attribute 'w' of nn.Module Module inside the body of torch.ops.higher_order.map_impl. A HigherOrderOp body may not modify an nn.Module that was created outside of it: not its params or buffers, nor any other attribute.""",  # noqa: B950
-        )
-
-    @parametrize("hop,mutation,target", CASES)
-    def test_mutation_breaks(self, hop, mutation, target):
-        model = Model(hop, mutation, target)
-        before = module_state(model)
-        error = compile_error(model, make_input(hop))
-        self.assertModuleMutationBreak(error, hop, mutation, target)
-        self.assertEqual(module_state(model), before)
-
-    @parametrize("hop", REFUSING_HOPS)
-    def test_reproducer_breaks_in_every_hop(self, hop):
-        error = compile_error(Model(hop, "iadd_tensor", "self"), make_input(hop))
-        self.assertModuleMutationBreak(error, hop, "iadd_tensor", "self")
-
-    def test_global_module_mutation_breaks(self):
-        # A module reached through a global rather than through self.
-        def fn(x):
-            def body(t):
-                GLOBAL_LEAF.n = GLOBAL_LEAF.n + 1
-                return t + 1
-
-            return wrap(body, x)
-
-        error = compile_error(fn, make_input("wrap"))
-        self.assertModuleMutationBreak(error, "wrap", "rebind_int", "submodule")
-        self.assertEqual(GLOBAL_LEAF.n, 0)
-
-    @parametrize("mutation", ("rebind_tensor", "rebind_int", "new_submodule"))
-    def test_static_module_mutation_breaks(self, mutation):
-        # A module Dynamo does not inline is an NNModuleVariable, refused by
-        # the setattr builtin rather than by SideEffects.
-        make_model = functools.partial(static_model, "cond", mutation)
-        error = compile_error(make_model(), make_input("cond"))
-        self.assertModuleMutationBreak(error, "cond", mutation, "self")
-        self.assertFallbackMatchesEager(make_model, make_input("cond"))
-
-    @parametrize("target", ("self", "linear"))
-    def test_autograd_function_aliased_result_breaks(self, target):
-        # `m.w += 1` in an autograd.Function forward stores back a result
-        # that aliases m.w. This was an InternalTorchDynamoError, which
-        # fullgraph=False did not fall back from either.
-        make_model = functools.partial(
-            Model, "autograd_function", "iadd_tensor", target
-        )
-        x = make_input("autograd_function")
-        error = compile_error(make_model(), x)
-        self.assertIsInstance(error, Unsupported)
-        self.assertEqual(graph_break(error)[0], ALIASED_GB_TYPE)
-        self.assertFallbackMatchesEager(make_model, x)
-
-    @parametrize("target", ("self", "linear"))
-    def test_nested_compile_region_aliased_result_breaks(self, target):
-        # The same store back from a nested_compile_region body, whose
-        # invoke_subgraph filters aliased intermediates too.
-        make_model = functools.partial(
-            Model, "nested_compile_region", "iadd_buffer", target
-        )
-        x = make_input("nested_compile_region")
-        error = compile_error(make_model(), x)
-        self.assertIsInstance(error, Unsupported)
-        self.assertEqual(graph_break(error)[0], ALIASED_GB_TYPE)
-        self.assertFallbackMatchesEager(make_model, x)
-
-    def test_outer_plain_object_new_attribute_generic_break(self):
-        # Not a module: the generic break, instead of the repr of the
-        # AttributeError Dynamo hit while looking for the old value.
-        class Config:
-            pass
-
-        config = Config()
-
-        def fn(x):
-            def body(t):
-                config.fresh = 1
-                return t + 1
-
-            return wrap(body, x)
-
-        error = compile_error(fn, make_input("wrap"))
-        self.assertEqual(graph_break(error)[0], "HOP: Unsafe side effect")
-        self.assertFalse(hasattr(config, "fresh"))
-
-    def test_checkpoint_hint_only_where_the_flag_helps(self):
-        # skip_fwd_side_effects_in_bwd_under_checkpoint allows the side
-        # effects of an inlined module under checkpoint, and nothing else.
-        for hop, model, shown in (
-            ("checkpoint", Model("checkpoint", "iadd_buffer", "self"), True),
-            ("map", Model("map", "iadd_buffer", "self"), False),
-            ("checkpoint", static_model("checkpoint", "iadd_buffer"), False),
-        ):
-            self.assertCheckpointHint(hop, model, shown)
-
-    @settings(max_examples=8, deadline=None)
-    @given(
-        outer=st.lists(st.sampled_from(("wrap", "cond")), min_size=1, max_size=2),
-        case=st.sampled_from(CASES),
-    )
-    def test_innermost_hop_is_named(self, outer, case):
-        hop, mutation, target = case
-        self.assertBreakNamesInnermostHop(outer, hop, mutation, target)
-
-
-class HopModuleMutationControlTests(HopMutationTestCase):
-    """What already works keeps working."""
-
-    @parametrize("hop,mutation,target", CASES)
-    def test_fallback_matches_eager(self, hop, mutation, target):
-        self.assertFallbackMatchesEager(
-            lambda: Model(hop, mutation, target), make_input(hop)
-        )
-
-    @parametrize("mutation", MUTATIONS)
-    def test_mutation_at_root_compiles(self, mutation):
-        self.assertFullgraphMatchesEager(
-            lambda: Root("wrap", mutation, "submodule"), torch.randn(3, 2)
-        )
-
-    @parametrize("mutation", ("rebind_tensor", "rebind_buffer", "new_attribute"))
-    def test_autograd_function_forward_compiles(self, mutation):
-        # An autograd.Function forward may mutate outer modules today.
-        self.assertFullgraphMatchesEager(
-            lambda: Model("autograd_function", mutation, "submodule"),
-            make_input("autograd_function"),
-        )
-
-    @parametrize(
-        "mutation", ("rebind_tensor", "rebind_buffer", "rebind_int", "delete_attribute")
-    )
-    def test_nested_compile_region_compiles(self, mutation):
-        # invoke_subgraph allows side effects: a nested_compile_region body
-        # may mutate outer modules today.
-        self.assertFullgraphMatchesEager(
-            lambda: Model("nested_compile_region", mutation, "submodule"),
-            make_input("nested_compile_region"),
-        )
-
-    def test_static_module_mutation_in_autograd_function_breaks(self):
-        # An autograd.Function forward may mutate an inlined module, not one
-        # that is installed in the graph as it is.
-        make_model = functools.partial(
-            static_model, "autograd_function", "rebind_tensor"
-        )
-        x = make_input("autograd_function")
-        self.assertEqual(graph_break(compile_error(make_model(), x))[0], GB_TYPE)
-        self.assertFallbackMatchesEager(make_model, x)
-
-    @parametrize("mutation", ("iadd_buffer", "rebind_int", "delete_attribute"))
-    def test_checkpoint_side_effects_allowed_by_config(self, mutation):
-        with torch._dynamo.config.patch(
-            skip_fwd_side_effects_in_bwd_under_checkpoint=True
-        ):
-            self.assertFullgraphMatchesEager(
-                lambda: Model("checkpoint", mutation, "self"),
-                make_input("checkpoint"),
-            )
-
-    @parametrize("hop", ("map", "cond"))
-    def test_nullified_mutation_compiles(self, hop):
-        # A flag set and restored inside the body leaves no side effect.
-        self.assertFullgraphMatchesEager(lambda: Flips(hop, "linear"), make_input(hop))
-
-    @parametrize("hop", ("map", "wrap", "autograd_function"))
-    def test_module_created_in_body_can_be_mutated(self, hop):
-        self.assertFullgraphMatchesEager(lambda: CreatesInBody(hop), make_input(hop))
-
-    @parametrize("transform", ("vmap", "grad"))
-    def test_functorch_transform_body_can_mutate(self, transform):
-        # torch.func transforms are inlined at the root tracer, not traced
-        # into a subgraph, so their bodies may mutate outer modules.
-        class Transformed(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                _add_state(self)
-
-            def forward(self, x):
-                def body(t):
-                    self.n = self.n + 1
-                    self.w = self.w + 1
-                    return (t * t).sum()
-
-                return getattr(torch.func, transform)(body)(x)
-
-        self.assertFullgraphMatchesEager(Transformed, torch.randn(3, 2))
-
-    def test_autograd_function_ctx_side_effects(self):
-        class SavesOnCtx(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                ctx.scale = 2
-                ctx.save_for_backward(x)
-                return x * ctx.scale
-
-            @staticmethod
-            def backward(ctx, grad):
-                (x,) = ctx.saved_tensors
-                return grad * ctx.scale
-
-        x = torch.randn(3, requires_grad=True)
-        fn = torch.compile(SavesOnCtx.apply, backend="eager", fullgraph=True)
-        self.assertEqual(fn(x), SavesOnCtx.apply(x))
-
-    def test_outer_plain_object_keeps_generic_breaks(self):
-        self.assertOuterPlainObjectKeepsGenericBreaks("wrap")
-
-    def test_graph_breaks_are_in_the_registry(self):
-        # The installed graph_break_registry.json documents the breaks this
-        # file expects, as they are raised.
-        for hop, mutation in (("cond", "iadd_tensor"), ("wrap", "rebind_int")):
-            error = compile_error(Model(hop, mutation, "self"), make_input(hop))
-            self.assertBreakMatchesRegistry(error)
-
-
-instantiate_parametrized_tests(HopModuleMutationErrorTests)
-instantiate_parametrized_tests(HopModuleMutationControlTests)
-
-
-if __name__ == "__main__":
-    from torch._dynamo.test_case import run_tests
-
-    run_tests()

@@ -5,8 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import upstream_test  # noqa: E402
+from tools import upstream_test
 
 # Stands in for the patched venv's python: "-m pytest ... --junitxml=R" writes
 # a report in which test_flaky passes from its second run on, test_broken

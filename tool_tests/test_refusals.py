@@ -106,12 +106,13 @@ def test_malformed_series_file(run, install, data, series_text, message):
     "tests_text, message",
     [
         (
-            "test/dynamo/test_missing.py\n",
-            "'test/dynamo/test_missing.py' does not exist",
+            "fix_tests/test_missing.py\n",
+            "'fix_tests/test_missing.py' does not exist",
         ),
-        ("torch/_dynamo/side_effects.py\n", "must be a path under test/"),
-        ("test/../patches/x.py\n", "must be a path under test/"),
-        ("/abs/test.py\n", "must be a path under test/"),
+        ("torch/_dynamo/side_effects.py\n", "must be a path under fix_tests/"),
+        ("test/dynamo/test_x.py\n", "must be a path under fix_tests/"),
+        ("fix_tests/../patches/x.py\n", "must be a path under fix_tests/"),
+        ("/abs/test.py\n", "must be a path under fix_tests/"),
         ("{new}\n{new}\n", "is listed twice"),
         ("{new} -> \n", "names no upstream path"),
         ("{new} -> torch/x.py\n", "must be a path under test/"),

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import rebase  # noqa: E402
+from tools import rebase
 
 FILE = "torch/_dynamo/side_effects.py"
 BASE = [f"line {i}\n" for i in range(1, 31)]
@@ -194,9 +192,9 @@ def test_in_place_carries_only_the_patches_the_series_has(
         .replace(f"b/{FILE}", "b/test/t.py")
     )
     (newer / "series").write_text(f"{test_patch.name}\n{extra.name}\n")
-    (project / "torch-2.14.1" / "tests").write_text("test/own.py\n")
-    (project.parent / "test").mkdir()
-    (project.parent / "test" / "own.py").write_text("")
+    (project / "torch-2.14.1" / "tests").write_text("fix_tests/test_own.py\n")
+    (project.parent / "fix_tests").mkdir()
+    (project.parent / "fix_tests" / "test_own.py").write_text("")
     fetch = Releases({"2.15.0": before, "2.14.1": before})
     assert run(project, fetch, "2.15.0", "2.14.1", "--no-prove") == 0
     assert (
@@ -205,4 +203,4 @@ def test_in_place_carries_only_the_patches_the_series_has(
     )
     (patch,) = (project / "torch-2.14.1").glob("*.patch")
     assert "+line 20, v2" in patch.read_text()
-    assert (project / "torch-2.14.1" / "tests").read_text() == "test/own.py\n"
+    assert (project / "torch-2.14.1" / "tests").read_text() == "fix_tests/test_own.py\n"

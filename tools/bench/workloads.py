@@ -1,4 +1,4 @@
-"""What bench/instructions.py measures, and the worker process that runs it.
+"""What tools/bench/instructions.py measures, and the worker process that runs it.
 
 A measurement is one fresh Dynamo trace of a workload: torch._dynamo.reset(),
 then the first call of torch.compile(module, backend="eager"). The worker
@@ -6,18 +6,18 @@ runs under `valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no`
 and, for each workload, first traces it once unmeasured (imports, lazily
 built tables and other first-call caches), then traces it again with
 instrumentation and collection switched on around the call alone
-(bench/callgrind_ctl.c), which dumps one callgrind profile part per
+(tools/bench/callgrind_ctl.c), which dumps one callgrind profile part per
 workload, in order. The garbage collector is paused around the measured
 call; the parent fixes PYTHONHASHSEED and the heap layout.
 
-    python bench/workloads.py LIBCALLGRIND_CTL INLINE CASES_JSON
-    python bench/workloads.py --calls INLINE CASES_JSON
+    python -m tools.bench.workloads LIBCALLGRIND_CTL INLINE CASES_JSON
+    python -m tools.bench.workloads --calls INLINE CASES_JSON
 
 INLINE is 0 or 1 (config.inline_inbuilt_nn_modules; 1 from 2.12 on, where
 modules are always inlined); CASES_JSON a list of
 [case, n] pairs. It prints the list of case keys it measured, in order; with
 --calls (no valgrind) it profiles the same trace with cProfile instead and
-prints {case key: {function: calls}} (bench/instructions.py compares them).
+prints {case key: {function: calls}} (tools/bench/instructions.py compares them).
 """
 
 from __future__ import annotations
@@ -28,17 +28,14 @@ import gc
 import json
 import pstats
 import sys
-from pathlib import Path
 
 import torch
 import torch._dynamo
 from functorch.experimental.control_flow import map as control_flow_map
 from torch._higher_order_ops.wrap import wrap
 
+from fix_tests._hop_mutation_test_utils import Issue126355
 from torchpatch.inline_mode import set_mode
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from issue_126355 import Module as Seed  # noqa: E402
 
 
 def _function(name: str, args: str, lines: list[str], returns: str):
@@ -146,7 +143,7 @@ def workload(case: str, n: int | None):
     if case == "conv_net":
         return conv_net().eval(), torch.randn(2, 3, 16, 16)
     if case == "error_path":
-        return Seed(), torch.randn(3, 2)
+        return Issue126355(), torch.randn(3, 2)
     raise ValueError(f"unknown case {case!r}")
 
 

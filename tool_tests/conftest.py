@@ -1,15 +1,11 @@
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+import fakes
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import fakes  # noqa: E402
-
-from torchpatch.cli import main  # noqa: E402
+from torchpatch.cli import main
 
 
 @pytest.fixture

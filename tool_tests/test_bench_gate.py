@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import instructions  # noqa: E402
+from tools.bench import instructions
 
 
 def row(case="root_setattr", ratio=1.0, aa_spread=0.0, calls_added=0, helper=0):

@@ -42,9 +42,9 @@ PATCHED = {**PRISTINE, **AFTER_FIRST, **AFTER_SECOND}
 # A test file the pull request adds (where it lands upstream, and where this
 # project keeps it), and one only this project runs: export leaves it out.
 NEW_TEST = "test/dynamo/test_new_behaviour.py"
-NEW_TEST_SOURCE = "test/this_era/test_new_behaviour.py"
+NEW_TEST_SOURCE = "fix_tests/this_era/test_new_behaviour.py"
 NEW_TEST_TEXT = b"def test_new():\n    assert True\n"
-EXTENDED_TEST = "test/this_era/test_extended.py"
+EXTENDED_TEST = "fix_tests/this_era/test_extended.py"
 # A test file of another series: export must leave it out.
 UNLISTED_TEST = "test/dynamo/test_other_series.py"
 
@@ -82,7 +82,7 @@ def make_upstream(root: Path) -> Path:
 
 
 def make_data(root: Path, upstream: Path, version: str = "2.4.1") -> Path:
-    """A project data root: patches/torch-<version>/ and test/."""
+    """A project data root: patches/torch-<version>/ and fix_tests/."""
     series_dir = root / "patches" / f"torch-{version}"
     series_dir.mkdir(parents=True)
     git(

@@ -1,0 +1,258 @@
+# Owner(s): ["module: dynamo"]
+# flake8: noqa: F403,F405
+# ruff: noqa: F403,F405
+"""
+Mutating an nn.Module attribute from inside a HigherOrderOp body.
+
+The body of a HigherOrderOp is traced into a subgraph that cannot carry side
+effects on its enclosing scope, so Dynamo refuses to set or delete an
+attribute of a module that lives outside the body. It must refuse with the
+same AttributeMutationError whether or not inbuilt nn modules are inlined
+(https://github.com/pytorch/pytorch/issues/126355), and everything it accepts
+today must keep behaving like eager.
+"""
+
+import re
+
+from hypothesis import given, settings, strategies as st
+from torch._dynamo.exc import AttributeMutationError
+from torch.testing._internal.common_utils import (
+    instantiate_parametrized_tests,
+    parametrize,
+)
+
+try:
+    from ._hop_mutation_test_utils import *
+except ImportError:
+    from _hop_mutation_test_utils import *
+
+
+MESSAGE_PREFIX = "Can't inplace modify module params/buffers inside HigherOrderOp"
+
+# The HigherOrderOps and forms of the mutation of this era's tests.
+HOPS_OF_THIS_ERA = (
+    "map",
+    "cond",
+    "while_loop",
+    "wrap",
+    "checkpoint",
+    "autograd_function",
+)
+MUTATIONS_OF_THIS_ERA = (
+    "iadd_tensor",
+    "iadd_buffer",
+    "rebind_tensor",
+    "rebind_int",
+    "new_attribute",
+    "builtin_setattr",
+    "object_setattr",
+    "delete_attribute",
+)
+
+# object.__setattr__ on a module that is not inlined is not supported even at
+# the root (a graph break); the root tests cover it with the fallback.
+ROOT_COMPILES = tuple(m for m in MUTATIONS_OF_THIS_ERA if m != "object_setattr")
+
+
+def deletion_traced(inlined):
+    """Whether Dynamo traces `del module.attr` at all, root or not.
+
+    From 2.8 it traces the deletion as a call of the module's __delattr__,
+    which 2.8 supports for neither module variable kind and later releases
+    only for an inlined module (a module created while tracing always is).
+    Where it does not, the deletion is a graph break before and after the
+    fix, which the fallback tests cover.
+    """
+    if torch.__version__ < (2, 8):
+        return True
+    return inlined and torch.__version__ >= (2, 9)
+
+
+def expected_message(mutation, target):
+    _, attr, deletes = MUTATIONS[mutation]
+    action = "delete" if deletes else "set"
+    return (
+        f"{MESSAGE_PREFIX}: attempted to {action} attribute '{attr}' "
+        f"of {class_name(target)}"
+    )
+
+
+def mutation_error(fn, x, inline):
+    """The error fullgraph=True compilation raises, unwrapping the
+    UncapturedHigherOrderOpError that map, cond and while_loop raise around
+    it (from 2.9 `from None`: the error is then its context, not its cause)."""
+    with torch._dynamo.config.patch(inline_inbuilt_nn_modules=inline):
+        torch._dynamo.reset()
+        try:
+            torch.compile(fn, backend="eager", fullgraph=True)(x)
+        except UncapturedHigherOrderOpError as e:
+            return e.__cause__ or e.__context__
+        except Unsupported as e:
+            return e
+    raise AssertionError("compilation did not raise")
+
+
+class HopModuleMutationErrorTests(HopMutationTestCase):
+    """The fix: one AttributeMutationError, whatever the inlining mode.
+
+    Every test here fails without the fix, in both inlining modes.
+    """
+
+    def test_map_side_effects_message(self):
+        # The reproducer of #126355.
+        messages = []
+        for inline in (False, True):
+            error = mutation_error(Issue126355(), torch.randn(3, 2), inline)
+            self.assertIsInstance(error, AttributeMutationError)
+            messages.append(str(error).splitlines()[0])
+        self.assertEqual(messages[0], messages[1])
+        self.assertExpectedInline(
+            messages[0],
+            """Can't inplace modify module params/buffers inside HigherOrderOp: attempted to set attribute 'w' of Issue126355""",
+        )
+
+    @parametrize("target", TARGETS)
+    @parametrize("mutation", MUTATIONS_OF_THIS_ERA)
+    @parametrize("hop", HOPS_OF_THIS_ERA)
+    def test_mutation_raises(self, hop, mutation, target):
+        error = mutation_error(
+            Model(hop, mutation, target),
+            make_input(hop),
+            torch._dynamo.config.inline_inbuilt_nn_modules,
+        )
+        self.assertIsInstance(error, AttributeMutationError)
+        self.assertEqual(str(error).splitlines()[0], expected_message(mutation, target))
+
+    @parametrize("hop", HOPS_OF_THIS_ERA)
+    def test_global_module_mutation_raises(self, hop):
+        # A module reached through a global rather than through self.
+        def fn(x):
+            def body(t):
+                GLOBAL_LEAF.n = GLOBAL_LEAF.n + 1
+                return t + 1
+
+            return HOPS[hop](body, x)
+
+        error = mutation_error(
+            fn, make_input(hop), torch._dynamo.config.inline_inbuilt_nn_modules
+        )
+        self.assertIsInstance(error, AttributeMutationError)
+        self.assertEqual(
+            str(error).splitlines()[0],
+            f"{MESSAGE_PREFIX}: attempted to set attribute 'n' of Leaf",
+        )
+        self.assertEqual(GLOBAL_LEAF.n, 0)
+
+    @settings(max_examples=30, deadline=None)
+    @given(
+        hop=st.sampled_from(HOPS_OF_THIS_ERA),
+        mutation=st.sampled_from(MUTATIONS_OF_THIS_ERA),
+        depth=st.integers(min_value=0, max_value=2),
+    )
+    def test_same_error_in_both_modes_property(self, hop, mutation, depth):
+        target = TARGETS[depth]
+        errors = [
+            mutation_error(Model(hop, mutation, target), make_input(hop), inline)
+            for inline in (False, True)
+        ]
+        self.assertIs(type(errors[0]), AttributeMutationError)
+        self.assertIs(type(errors[1]), type(errors[0]))
+        # The message; the user stack under it may differ by the frame of an
+        # inlined nn.Module.__setattr__.
+        messages = [str(e).splitlines()[0] for e in errors]
+        self.assertEqual(messages[1], messages[0])
+        self.assertFallbackMatchesEager(
+            lambda: Model(hop, mutation, target), make_input(hop)
+        )
+
+
+class HopModuleMutationControlTests(HopMutationTestCase):
+    """What already works keeps working, patched or not."""
+
+    @parametrize("target", TARGETS)
+    @parametrize("mutation", MUTATIONS_OF_THIS_ERA)
+    @parametrize("hop", HOPS_OF_THIS_ERA)
+    def test_fallback_matches_eager(self, hop, mutation, target):
+        self.assertFallbackMatchesEager(
+            lambda: Model(hop, mutation, target), make_input(hop)
+        )
+
+    @parametrize("target", TARGETS)
+    @parametrize("mutation", ROOT_COMPILES)
+    def test_mutation_at_root_compiles(self, mutation, target):
+        inlined = torch._dynamo.config.inline_inbuilt_nn_modules
+        if MUTATIONS[mutation][2] and not deletion_traced(inlined):
+            # The graph break of this release, not the fix's error.
+            with self.assertRaises(Unsupported) as cm:
+                torch.compile(
+                    Root("wrap", mutation, target), backend="eager", fullgraph=True
+                )(torch.randn(3, 2))
+            self.assertNotIsInstance(cm.exception, AttributeMutationError)
+            return
+        self.assertFullgraphMatchesEager(
+            lambda: Root("wrap", mutation, target), torch.randn(3, 2)
+        )
+
+    @parametrize("target", TARGETS)
+    @parametrize("mutation", MUTATIONS_OF_THIS_ERA)
+    def test_mutation_at_root_fallback_matches_eager(self, mutation, target):
+        self.assertFallbackMatchesEager(
+            lambda: Root("wrap", mutation, target), torch.randn(3, 2)
+        )
+
+    @parametrize("hop", HOPS_OF_THIS_ERA)
+    def test_module_created_in_body_can_be_mutated(self, hop):
+        self.assertFullgraphMatchesEager(
+            lambda: CreatesInBody(hop, deletes=deletion_traced(inlined=True)),
+            make_input(hop),
+        )
+
+    @parametrize("transform", ("vmap", "grad"))
+    def test_functorch_transform_body_can_mutate(self, transform):
+        # torch.func transforms are inlined at the root tracer, not traced
+        # into a subgraph, so their bodies may mutate outer modules.
+        self.assertFullgraphMatchesEager(
+            lambda: Transformed(transform), torch.randn(3, 2)
+        )
+
+    @parametrize("hop", HOPS_OF_THIS_ERA)
+    def test_outer_plain_object_keeps_generic_error(self, hop):
+        class Config:
+            n = 0
+
+        class HoldsObject(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.config = Config()
+
+            def forward(self, x):
+                config = self.config
+
+                def body(t):
+                    config.n = 1
+                    return t + 1
+
+                return HOPS[hop](body, x)
+
+        error = mutation_error(
+            HoldsObject(),
+            make_input(hop),
+            torch._dynamo.config.inline_inbuilt_nn_modules,
+        )
+        self.assertNotIsInstance(error, AttributeMutationError)
+        self.assertRegex(
+            str(error),
+            re.escape(
+                "HigherOrderOperator: Mutating a variable not in the current scope (SideEffects)"
+            ),
+        )
+
+
+instantiate_parametrized_tests(HopModuleMutationErrorTests)
+instantiate_parametrized_tests(HopModuleMutationControlTests)
+
+
+if __name__ == "__main__":
+    from torch._dynamo.test_case import run_tests
+
+    run_tests()

@@ -1,0 +1,1 @@
+"""The fix's cost in Dynamo tracing: instructions (callgrind) and Python calls."""
