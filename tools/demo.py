@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 from importlib import metadata
+from typing import Any
 
 from tools.paths import ROOT
 from tools.run import torchpatch
@@ -35,7 +36,7 @@ def run_forms(inline: str) -> dict[str, dict[str, str]]:
     return errors
 
 
-def shown(error: dict) -> str:
+def shown(error: dict[str, Any]) -> str:
     text = f"{error['type']}: {error['message']}"
     return text if len(text) <= WIDTH else text[: WIDTH - 3] + "..."
 

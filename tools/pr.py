@@ -30,6 +30,7 @@ import sys
 import tempfile
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from tools.bench.instructions import FREE_CASES
 from tools.demo import run_forms
@@ -63,7 +64,7 @@ def check_applies(patch: Path, found: series.Series, torch_root: Path) -> None:
                 raise SystemExit(f"pr: git apply and torchpatch differ on {path}")
 
 
-def run_test_file(path: Path, upstream: str) -> dict:
+def run_test_file(path: Path, upstream: str) -> dict[str, Any]:
     """`python <test file>` (upstream where the PR adds it), as PyTorch's CI
     runs it: counts and seconds."""
     proc = subprocess.run(
@@ -158,11 +159,12 @@ def upstream_plan(version: str) -> str:
     return "\n".join(lines)
 
 
-def _last_result(*candidates: Path) -> dict | None:
+def _last_result(*candidates: Path) -> dict[str, Any] | None:
     """The first of candidates that a run wrote, read."""
     for path in candidates:
         if path.is_file():
-            return json.loads(path.read_text())
+            result: dict[str, Any] = json.loads(path.read_text())
+            return result
     return None
 
 
@@ -192,14 +194,14 @@ def checks_plan(version: str) -> str:
     return "\n".join(lines)
 
 
-def cell(error: dict) -> str:
+def cell(error: dict[str, Any]) -> str:
     text = (
         f"`{error['type']}`: {error['message']}" if error["message"] else error["type"]
     )
     return text.replace("|", "\\|")
 
 
-def before_after(version: str) -> tuple[str, dict]:
+def before_after(version: str) -> tuple[str, dict[str, Any]]:
     """The table of errors, pristine and patched, and the test file's results."""
     found = series.load_series(bundle.data_root() / "patches", version)
     (test,) = [t for t in found.exported_tests if t.runs]
@@ -207,7 +209,7 @@ def before_after(version: str) -> tuple[str, dict]:
     for state, command in (("pristine", "revert"), ("patched", "apply")):
         torchpatch(command)
         errors[state] = run_forms("1")
-        results[state] = run_test_file(bundle.data_root() / test.path, test.upstream)
+        results[state] = run_test_file(bundle.data_root() / test.path, test.exported_as)
     rows = [
         "| mutation in a `control_flow.map` body | before | after |",
         "|---|---|---|",
@@ -222,7 +224,7 @@ def before_after(version: str) -> tuple[str, dict]:
     return "\n".join(rows), {"test": test.upstream, **results}
 
 
-def body(version: str, table: str, tests: dict, found: series.Series) -> str:
+def body(version: str, table: str, tests: dict[str, Any], found: series.Series) -> str:
     torch_version = metadata.version("torch")
     pristine, patched = tests["pristine"], tests["patched"]
     subjects = "\n".join(f"- {p.subject}" for p in found.patches)

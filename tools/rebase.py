@@ -449,6 +449,6 @@ def run(
 
 
 if __name__ == "__main__":
-    from pins import resolve_pins
+    from tools.pins import resolve_pins
 
     sys.exit(run(pins=resolve_pins))

@@ -26,10 +26,11 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from tools.run import torchpatch
 
-Call = tuple  # (context, explanation, hints)
+Call = tuple[Any, ...]  # (context, explanation, hints)
 # The functions whose calls the lint reads; 2.10 renamed unimplemented_v2.
 RAISERS = (
     "unimplemented",
@@ -39,8 +40,9 @@ RAISERS = (
 )
 
 
-def _segment(lines: list[bytes], node: ast.AST) -> str:
+def _segment(lines: list[bytes], node: ast.expr) -> str:
     """ast.get_source_segment, without splitting the file again for each call."""
+    assert node.end_lineno is not None and node.end_col_offset is not None
     first, last = node.lineno - 1, node.end_lineno - 1
     if first == last:
         return lines[first][node.col_offset : node.end_col_offset].decode()
@@ -50,15 +52,15 @@ def _segment(lines: list[bytes], node: ast.AST) -> str:
     ).decode()
 
 
-def _text(lines: list[bytes], node: ast.AST) -> str:
+def _text(lines: list[bytes], node: ast.expr) -> str:
     """An argument as the lint reads it."""
     if isinstance(node, ast.Constant):
-        return node.value
+        return str(node.value)
     if isinstance(node, ast.JoinedStr):
         return "".join(
             f"{{{ast.unparse(part.value)}}}"
             if isinstance(part, ast.FormattedValue)
-            else part.value
+            else _text(lines, part)
             for part in node.values
         )
     return _cleaned(_segment(lines, node))
@@ -75,7 +77,7 @@ def _cleaned(text: str) -> str:
 
 
 def _hint_constants(dynamo: Path) -> dict[str, list[str]]:
-    namespace: dict = {}
+    namespace: dict[str, Any] = {}
     exec((dynamo / "graph_break_hints.py").read_text(), namespace)
     return {
         name: value
@@ -120,16 +122,18 @@ def calls(dynamo: Path) -> dict[str, set[Call]]:
     return found
 
 
-def newest_entries(dynamo: Path) -> dict[str, list[dict]]:
+def newest_entries(dynamo: Path) -> dict[str, list[dict[str, Any]]]:
     """{gb_type: the newest entry of each GB id that names it}."""
     registry = json.loads((dynamo / "graph_break_registry.json").read_text())
-    entries: dict[str, list[dict]] = {}
+    entries: dict[str, list[dict[str, Any]]] = {}
     for history in registry.values():
         entries.setdefault(history[0]["Gb_type"], []).append(history[0])
     return entries
 
 
-def in_sync(gb_type: str, raised: set[Call], entries: dict[str, list[dict]]) -> bool:
+def in_sync(
+    gb_type: str, raised: set[Call], entries: dict[str, list[dict[str, Any]]]
+) -> bool:
     if len(raised) != 1 or len(entries.get(gb_type, ())) != 1:
         return False
     entry = entries[gb_type][0]

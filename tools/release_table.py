@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 from tools.paths import BUILD, RESULTS, ROOT
 from torchpatch.series import served_releases
@@ -28,7 +29,7 @@ def _mode(inline: str) -> str:
     return "on" if inline == "1" else "off"
 
 
-def row(record: dict) -> str:
+def row(record: dict[str, Any]) -> str:
     modes = record["modes"]
     passed = ", ".join(
         f"{record['patched'][m]['passed']}/{record['patched'][m]['tests']} ({_mode(m)})"
@@ -48,7 +49,7 @@ def row(record: dict) -> str:
     )
 
 
-def table(records: list[dict]) -> str:
+def table(records: list[dict[str, Any]]) -> str:
     lines = [
         "| torch | series | the fix gives | inlining modes | tests passed, patched "
         "| fix tests failing, pristine | proven | run |",

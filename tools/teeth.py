@@ -14,6 +14,7 @@ import os
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 from tools.run import pytest, torchpatch
 from torchpatch.inline_mode import modes
@@ -39,7 +40,7 @@ def run_tests(selection: list[str], inline: str) -> dict[str, int]:
     return counts
 
 
-def check_pristine(version: str, tests: list[str]) -> tuple[dict, list[str]]:
+def check_pristine(version: str, tests: list[str]) -> tuple[dict[str, Any], list[str]]:
     """({mode: counts of the fix tests and the controls}, problems), measured
     on the reverted torch; the series is re-applied whatever happens."""
     results, problems = {}, []

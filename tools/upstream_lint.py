@@ -57,23 +57,26 @@ def write_trees(install: InstalledTorch, found: series.Series, work: Path) -> li
             (work / state / path).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(install.root / path, work / state / path)
     for test in found.exported_tests:
-        target = work / "patched" / test.upstream
+        target = work / "patched" / test.exported_as
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(bundle.data_root() / test.path, target)
-    return touched + [t.upstream for t in found.exported_tests]
+    return touched + [t.exported_as for t in found.exported_tests]
 
 
-def findings(tree: Path, paths: list[str]) -> Counter:
+Finding = tuple[str, str, str]  # (path, code, text)
+
+
+def findings(tree: Path, paths: list[str]) -> Counter[Finding]:
     present = [p for p in paths if (tree / p).is_file()]
     if not present:
         return Counter()
-    commands = [
+    commands: list[list[str | Path]] = [
         [TOOLS / "ruff", "check", "--config", RUFF_CONFIG, "--no-cache",
          "--output-format=concise", *present],
         [TOOLS / "flake8", f"--select={FLAKE8_ONLY}", "--max-line-length=120",
          *present],
     ]  # fmt: skip
-    found: Counter = Counter()
+    found: Counter[Finding] = Counter()
     for command in commands:
         proc = subprocess.run(command, cwd=tree, capture_output=True, text=True)
         for line in proc.stdout.splitlines():

@@ -47,6 +47,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from tools.paths import BUILD, ROOT
 from tools.run import pytest_command, torchpatch
@@ -77,7 +78,7 @@ SHIMS = Path(__file__).resolve().parent / "shims"
 ENV = "TORCHDYNAMO_INLINE_INBUILT_NN_MODULES"
 TIMEOUT = 3600  # seconds for one test file
 # What the run found, written to <work>/results.json for `make pr`.
-REPORT: dict[str, list] = {"seeds": [], "files": []}
+REPORT: dict[str, Any] = {"seeds": [], "files": []}
 RERUNS = 2  # reruns of a file whose patched run lost a test
 
 
@@ -94,7 +95,7 @@ def find_tests(version: str) -> Path | None:
     return None
 
 
-def check(args: list, cwd: Path | None = None) -> str:
+def check(args: list[Any], cwd: Path | None = None) -> str:
     # git must not take this repository for the tree it works on.
     env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(cwd.parent) if cwd else "")
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
@@ -211,7 +212,9 @@ def outcomes(report: Path) -> dict[str, str]:
     return found
 
 
-def run_file(python: Path, tree: Path, name: str, mode: str, report: Path):
+def run_file(
+    python: Path, tree: Path, name: str, mode: str, report: Path
+) -> subprocess.Popen[bytes]:
     """pytest on one test file of tree, writing a JUnit report; the process."""
     log = report.with_suffix(".log").open("w")
     env = dict(mode_env(mode), PYTHONPATH=str(SHIMS))
@@ -268,7 +271,7 @@ def regressions(trees: dict[str, Path], pythons: dict[str, Path]) -> list[str]:
                 )
             for proc in procs.values():
                 proc.wait(timeout=TIMEOUT)
-            found = {}
+            found: dict[str, dict[str, str]] = {}
             for state, report in reports.items():
                 if not report.is_file():
                     problems.append(f"{name} {state} inlining={mode}: no report")
@@ -285,7 +288,7 @@ def regressions(trees: dict[str, Path], pythons: dict[str, Path]) -> list[str]:
                 for test, outcome in found["patched"].items()
                 if outcome == "passed" and found["pristine"].get(test) != "passed"
             )
-            flaky = []
+            flaky: list[str] = []
             if lost:
                 lost, flaky = rerun_lost(lost, trees["patched"], pythons["patched"],
                                          name, mode, reports["patched"])  # fmt: skip
@@ -309,7 +312,7 @@ def regressions(trees: dict[str, Path], pythons: dict[str, Path]) -> list[str]:
     return problems
 
 
-def _counts(counter: Counter) -> str:
+def _counts(counter: Counter[str]) -> str:
     return " / ".join(f"{counter[k]} {k}" for k in ("passed", "failure", "error",
                                                     "skipped"))  # fmt: skip
 

@@ -48,8 +48,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from tools.paths import BENCH_RESULTS, BUILD, ROOT
 from tools.run import torchpatch
@@ -106,7 +108,7 @@ def build_library(out: Path) -> Path:
 
 
 def count(
-    python: Path, library: Path, inline: int, layout: int, cases: list
+    python: Path, library: Path, inline: int, layout: int, cases: list[Any]
 ) -> dict[str, int]:
     """Instructions of each case's measured trace, in one callgrind worker."""
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
@@ -125,7 +127,9 @@ def count(
         return {key: _totals(Path(f"{out}.{i}")) for i, key in enumerate(keys, 1)}
 
 
-def calls(python: Path, inline: int, layout: int, cases: list) -> dict[str, dict]:
+def calls(
+    python: Path, inline: int, layout: int, cases: list[Any]
+) -> dict[str, dict[str, Any]]:
     """{case: {function: calls}} of each case's trace, in one cProfile worker."""
     proc = subprocess.run(
         [python, "-c", _WITH_LAYOUT, str(layout), WORKER, "--calls",
@@ -135,10 +139,15 @@ def calls(python: Path, inline: int, layout: int, cases: list) -> dict[str, dict
     )  # fmt: skip
     if proc.returncode != 0:
         raise SystemExit(f"bench: worker failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    profiles: dict[str, dict[str, Any]] = json.loads(
+        proc.stdout.strip().splitlines()[-1]
+    )
+    return profiles
 
 
-def calls_added(pristine: list[dict], patched: list[dict]) -> dict[str, int]:
+def calls_added(
+    pristine: list[dict[str, Any]], patched: list[dict[str, Any]]
+) -> dict[str, int]:
     """What the series adds to one case's trace, from its per-function calls
     under each heap layout (a list of {function: calls} per state).
 
@@ -149,7 +158,7 @@ def calls_added(pristine: list[dict], patched: list[dict]) -> dict[str, int]:
     the calls of the fix's own helper."""
     names = set().union(*pristine, *patched)
 
-    def stable(runs: list[dict], name: str) -> bool:
+    def stable(runs: list[dict[str, Any]], name: str) -> bool:
         return len({run.get(name, 0) for run in runs}) == 1
 
     steady = {n for n in names if stable(pristine, n) and stable(patched, n)}
@@ -168,14 +177,20 @@ def calls_added(pristine: list[dict], patched: list[dict]) -> dict[str, int]:
     }
 
 
-def call_profiles(python: Path, modes: list[int], cases: list, pool) -> dict:
+def call_profiles(
+    python: Path, modes: list[int], cases: list[Any], pool: ThreadPoolExecutor
+) -> dict[tuple[int, int], Any]:
     """{(inline, layout): {case: {function: calls}}} for this venv's state."""
     jobs = [(inline, layout) for inline in modes for layout in CALL_LAYOUTS]
     found = pool.map(lambda job: calls(python, job[0], job[1], cases), jobs)
     return dict(zip(jobs, found))
 
 
-def compare_calls(profiled: dict, inline: int, key: str) -> dict[str, int]:
+# {(state, inline, layout): what a worker measured, per case}
+ByJob = dict[tuple[str, int, int], Any]
+
+
+def compare_calls(profiled: ByJob, inline: int, key: str) -> dict[str, int]:
     return calls_added(
         [profiled[("pristine", inline, k)][key] for k in CALL_LAYOUTS],
         [profiled[("patched", inline, k)][key] for k in CALL_LAYOUTS],
@@ -189,7 +204,7 @@ def _totals(part: Path) -> int:
     raise SystemExit(f"bench: no totals in {part}")
 
 
-def series_modes(python: Path, wanted) -> list[int]:
+def series_modes(python: Path, wanted: Sequence[int]) -> list[int]:
     """The wanted inlining modes that this venv's torch has."""
     proc = subprocess.run(
         [python, "-m", "torchpatch.inline_mode", "--modes"],
@@ -198,10 +213,17 @@ def series_modes(python: Path, wanted) -> list[int]:
     return [m for m in wanted if str(m) in proc.stdout.split()]
 
 
-def measure_series(version: str, cases: list, layouts, wanted, library) -> list[dict]:
+def measure_series(
+    version: str,
+    cases: list[Any],
+    layouts: Sequence[int],
+    wanted: Sequence[int],
+    library: Path,
+) -> list[dict[str, Any]]:
     python = ROOT / ".venvs" / f"torch-{version}" / "bin" / "python"
     modes = series_modes(python, wanted)
-    counts, profiled = {}, {}
+    counts: ByJob = {}
+    profiled: ByJob = {}
     for state, command in STATES.items():
         torchpatch(command, python=python)
         jobs = [(state, inline, k) for inline in modes for k in layouts]
@@ -241,7 +263,7 @@ def measure_series(version: str, cases: list, layouts, wanted, library) -> list[
     return rows
 
 
-def per_store(rows: list[dict]) -> list[dict]:
+def per_store(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Instructions the patch adds per root attribute store: the least-squares
     slope of (patched - pristine) over N, per series and mode."""
     slopes = []
@@ -262,7 +284,7 @@ def per_store(rows: list[dict]) -> list[dict]:
     return slopes
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict[str, Any]]) -> str:
     header = ("| series | case | n | inlining | pristine | patched | ratio "
               "| A/A spread | calls added |\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
     lines = [header]
@@ -288,11 +310,13 @@ def machine() -> str:
     return f"{cpu}, {platform.system()} {platform.release()}, {valgrind}"
 
 
-def count_calls(version: str, cases: list, wanted) -> list[dict]:
+def count_calls(
+    version: str, cases: list[Any], wanted: Sequence[int]
+) -> list[dict[str, Any]]:
     """What the series adds to each case's Python calls (cProfile only)."""
     python = ROOT / ".venvs" / f"torch-{version}" / "bin" / "python"
     modes = series_modes(python, wanted)
-    profiled = {}
+    profiled: ByJob = {}
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         for state, command in STATES.items():
             torchpatch(command, python=python)
@@ -311,11 +335,11 @@ def count_calls(version: str, cases: list, wanted) -> list[dict]:
     ]
 
 
-def _where(r: dict) -> str:
+def _where(r: dict[str, Any]) -> str:
     return f"torch {r['series']} {r['case']} n={r['n']} inlining={r['inlining']}"
 
 
-def helper_called(rows: list[dict]) -> list[str]:
+def helper_called(rows: list[dict[str, Any]]) -> list[str]:
     """The rows that refuse nothing, yet call the fix's helper."""
     return [
         f"{_where(r)}: {r['helper_calls']} calls of the helper "
@@ -325,11 +349,11 @@ def helper_called(rows: list[dict]) -> list[str]:
     ]
 
 
-def margin(row: dict) -> float:
-    return max(NOISE_FACTOR * row["aa_spread"], NOISE_FLOOR)
+def margin(row: dict[str, Any]) -> float:
+    return max(NOISE_FACTOR * float(row["aa_spread"]), NOISE_FLOOR)
 
 
-def beyond_resolution(rows: list[dict]) -> list[str]:
+def beyond_resolution(rows: list[dict[str, Any]]) -> list[str]:
     """The rows that refuse nothing, yet move the instruction ratio by more
     than the heap layout alone does."""
     return [
@@ -340,7 +364,7 @@ def beyond_resolution(rows: list[dict]) -> list[str]:
     ]
 
 
-def record_calls(out: Path, rows: list[dict]) -> None:
+def record_calls(out: Path, rows: list[dict[str, Any]]) -> None:
     """Replaces the rows of the measured releases in out, keeping the rest:
     `make bench-calls TORCH=all` measures one release (one venv) at a time,
     JOBS at once."""
@@ -383,6 +407,9 @@ def main() -> int:
                              + "\n".join(paying))  # fmt: skip
         return 0
     work = BUILD / "bench"
+    cases: list[Any]
+    layouts: Sequence[int]
+    modes: Sequence[int]
     if args.smoke:
         cases, layouts, modes = SMOKE_CASES, SMOKE_LAYOUTS, (1,)
         name = f"smoke-{'-'.join(args.torch)}"
@@ -397,7 +424,7 @@ def main() -> int:
     rows = []
     for version in args.torch:
         rows += measure_series(version, cases, layouts, modes, library)
-    result = {
+    result: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d"),
         "machine": machine(),
         "method": "callgrind instruction counts of one fresh trace per workload, "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 from tools.bench.instructions import CASES, FREE_CASES, margin, table
 from tools.paths import BENCH_RESULTS as RESULTS, ROOT
@@ -35,7 +36,7 @@ def _version_key(release: str) -> tuple[int, ...]:
     return tuple(int(part) for part in release.split("."))
 
 
-def _cell(row: dict) -> str:
+def _cell(row: dict[str, Any]) -> str:
     cell = f"{row['calls_added']:+d}"
     if row["helper_calls"]:
         cell += f" ({row['helper_calls']} helper)"
@@ -44,7 +45,7 @@ def _cell(row: dict) -> str:
     return cell
 
 
-def calls_table(rows: list[dict]) -> str:
+def calls_table(rows: list[dict[str, Any]]) -> str:
     columns = [f"{case} {n}" if n else case for case, n in CASES]
     lines = [
         "| torch | inlining | " + " | ".join(columns) + " | measured |",
@@ -70,7 +71,7 @@ def calls_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def instructions_section(result: dict) -> str:
+def instructions_section(result: dict[str, Any]) -> str:
     rows = result["rows"]
     releases = sorted({r["series"] for r in rows}, key=_version_key)
     free = [r for r in rows if r["case"] in FREE_CASES]

@@ -28,6 +28,8 @@ import gc
 import json
 import pstats
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch._dynamo
@@ -38,10 +40,10 @@ from fix_tests._hop_mutation_test_utils import Issue126355
 from torchpatch.inline_mode import set_mode
 
 
-def _function(name: str, args: str, lines: list[str], returns: str):
+def _function(name: str, args: str, lines: list[str], returns: str) -> Any:
     """Compile a straight-line function: no loop for Dynamo to unroll."""
     body = "".join(f"    {line}\n" for line in lines)
-    namespace: dict = {}
+    namespace: dict[str, Any] = {}
     exec(f"def {name}({args}):\n{body}    return {returns}\n", namespace)
     return namespace[name]
 
@@ -49,14 +51,14 @@ def _function(name: str, args: str, lines: list[str], returns: str):
 class RootSetattr(torch.nn.Module):
     """forward does n attribute stores on self at the root tracer."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int) -> None:
         super().__init__()
         lines = [f"self.v{i % 16} = {i}" for i in range(n)]
         self.stores = _function("stores", "self, x", lines, "x + 1")
         for i in range(16):
             setattr(self, f"v{i}", 0)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.stores(self, x)
 
 
@@ -64,31 +66,31 @@ class RootStateSetattr(torch.nn.Module):
     """forward does n stores to registered buffers at the root tracer: the
     stores the fix also checks outside SideEffects.store_attr."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int) -> None:
         super().__init__()
         lines = [f"self.b{i % 4} = x + {i}" for i in range(n)]
         self.stores = _function("stores", "self, x", lines, "x + self.b0")
         for i in range(4):
             self.register_buffer(f"b{i}", torch.zeros(4))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.stores(self, x)
 
 
 class HopBody(torch.nn.Module):
     """A wrap or map body of n pure tensor ops, no mutation."""
 
-    def __init__(self, hop: str, n: int):
+    def __init__(self, hop: str, n: int) -> None:
         super().__init__()
         self.body = _function("body", "t", ["t = t * 1.0001 + 0.5"] * n, "t")
         self.hop = wrap if hop == "wrap" else control_flow_map
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.hop(self.body, x)
 
 
 class Scratch(torch.nn.Module):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         for i in range(16):
             setattr(self, f"v{i}", 0)
@@ -98,13 +100,13 @@ class HopBodyModule(torch.nn.Module):
     """A wrap body that creates a module and makes n attribute stores on it:
     every store asks the fix whether the module may be mutated there."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int) -> None:
         super().__init__()
         lines = ["m = Scratch()"] + [f"m.v{i % 16} = {i}" for i in range(n)]
         self.body = _function("body", "t", lines, "t + m.v0")
         self.body.__globals__["Scratch"] = Scratch
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return wrap(self.body, x)
 
 
@@ -128,16 +130,17 @@ def mlp(layers: int = 8) -> torch.nn.Module:
     return torch.nn.Sequential(*blocks)
 
 
-def workload(case: str, n: int | None):
-    """(module, input) for a case."""
+def workload(case: str, n: int | None) -> tuple[torch.nn.Module, torch.Tensor]:
+    """(module, input) for a case; n sizes all but the last four."""
+    size = n or 0
     if case == "root_setattr":
-        return RootSetattr(n), torch.randn(4)
+        return RootSetattr(size), torch.randn(4)
     if case == "root_state_setattr":
-        return RootStateSetattr(n), torch.randn(4)
+        return RootStateSetattr(size), torch.randn(4)
     if case in ("hop_body_wrap", "hop_body_map"):
-        return HopBody(case.removeprefix("hop_body_"), n), torch.randn(3, 4)
+        return HopBody(case.removeprefix("hop_body_"), size), torch.randn(3, 4)
     if case == "hop_body_module":
-        return HopBodyModule(n), torch.randn(3, 4)
+        return HopBodyModule(size), torch.randn(3, 4)
     if case == "mlp":
         return mlp(), torch.randn(8, 64)
     if case == "conv_net":
@@ -147,7 +150,11 @@ def workload(case: str, n: int | None):
     raise ValueError(f"unknown case {case!r}")
 
 
-def trace(case: str, n: int | None, measure=None) -> None:
+def trace(
+    case: str,
+    n: int | None,
+    measure: tuple[Callable[[], None], Callable[[], None]] | None = None,
+) -> None:
     """One fresh trace; measure = (begin, end) switches counting around it."""
     module, x = workload(case, n)
     torch._dynamo.reset()
@@ -174,13 +181,15 @@ def function_calls(stats: pstats.Stats) -> dict[str, int]:
     """Calls per function, keyed by file and name: not by line, which a patch
     moves, nor by a builtin's address, which the heap layout moves."""
     calls: dict[str, int] = {}
-    for (path, _, name), (_, total, *_) in stats.stats.items():
+    for (path, _, name), (_, total, *_) in stats.stats.items():  # type: ignore[attr-defined]
         key = f"{path.rpartition('site-packages/')[2]}:{name.split(' at 0x')[0]}"
         calls[key] = calls.get(key, 0) + total
     return calls
 
 
-def main(library: str, inline: bool, cases: list) -> list[str] | dict[str, dict]:
+def main(
+    library: str, inline: bool, cases: list[Any]
+) -> list[str] | dict[str, dict[str, Any]]:
     torch.set_num_threads(1)
     set_mode(inline)
     if library == "--calls":
