@@ -224,6 +224,20 @@ class Leaf(torch.nn.Module):
 GLOBAL_LEAF = Leaf(1)
 
 
+def mutates_global_leaf(hop):
+    """A function whose HOPS[hop] body mutates a module reached through a
+    global rather than through self."""
+
+    def fn(x):
+        def body(t):
+            GLOBAL_LEAF.n = GLOBAL_LEAF.n + 1
+            return t + 1
+
+        return HOPS[hop](body, x)
+
+    return fn
+
+
 class Model(torch.nn.Module):
     def __init__(self, hop, mutation, target):
         super().__init__()
@@ -414,9 +428,10 @@ class HopMutationTestCase(torch._dynamo.test_case.TestCase):
             msg=explanation,
         )
 
-    def assertBreakMatchesRegistry(self, error):
+    def assertBreakMatchesRegistry(self, hop, mutation):
         # The newest entry of its gb_type in graph_break_registry.json
-        # documents the break as it is raised.
+        # documents the break of mutation (on self, in hop) as it is raised.
+        error = compile_error(Model(hop, mutation, "self"), make_input(hop))
         gb_type, explanation = graph_break(error)
         entry = registry_entry(gb_type)
         pattern = "".join(
@@ -426,6 +441,25 @@ class HopMutationTestCase(torch._dynamo.test_case.TestCase):
         self.assertRegex(explanation, f"^{pattern}$")
         for hint in entry["Hints"]:
             self.assertIn(hint.strip(), str(error))
+
+    def assertOuterPlainObjectNewAttributeBreaks(self, hop):
+        # Not a module: the generic break of HOPS[hop], instead of the repr
+        # of the AttributeError Dynamo hit while looking for the old value.
+        class Config:
+            pass
+
+        config = Config()
+
+        def fn(x):
+            def body(t):
+                config.fresh = 1
+                return t + 1
+
+            return HOPS[hop](body, x)
+
+        error = compile_error(fn, make_input(hop))
+        self.assertEqual(graph_break(error)[0], "HOP: Unsafe side effect")
+        self.assertFalse(hasattr(config, "fresh"))
 
     def assertOuterPlainObjectKeepsGenericBreaks(self, hop):
         # Not a module: the generic breaks, as before the fix.

@@ -66,15 +66,7 @@ Attempted to set attribute 'w' of nn.Module Issue126355 inside the body of torch
         self.assertModuleMutationBreak(error, hop, "iadd_tensor", "self")
 
     def test_global_module_mutation_breaks(self):
-        # A module reached through a global rather than through self.
-        def fn(x):
-            def body(t):
-                GLOBAL_LEAF.n = GLOBAL_LEAF.n + 1
-                return t + 1
-
-            return wrap(body, x)
-
-        error = compile_error(fn, make_input("wrap"))
+        error = compile_error(mutates_global_leaf("wrap"), make_input("wrap"))
         self.assertModuleMutationBreak(error, "wrap", "rebind_int", "submodule")
         self.assertEqual(GLOBAL_LEAF.n, 0)
 
@@ -87,51 +79,29 @@ Attempted to set attribute 'w' of nn.Module Issue126355 inside the body of torch
         self.assertModuleMutationBreak(error, "cond", mutation, "self")
         self.assertFallbackMatchesEager(make_model, make_input("cond"))
 
+    @parametrize(
+        "hop,mutation",
+        (
+            ("autograd_function", "iadd_tensor"),
+            ("nested_compile_region", "iadd_buffer"),
+        ),
+    )
     @parametrize("target", ("self", "linear"))
-    def test_autograd_function_aliased_result_breaks(self, target):
-        # `m.w += 1` in an autograd.Function forward stores back a result
-        # that aliases m.w. This was an InternalTorchDynamoError, which
-        # fullgraph=False did not fall back from either.
-        make_model = functools.partial(
-            Model, "autograd_function", "iadd_tensor", target
-        )
-        x = make_input("autograd_function")
-        error = compile_error(make_model(), x)
-        self.assertIsInstance(error, Unsupported)
-        self.assertEqual(graph_break(error)[0], ALIASED_GB_TYPE)
-        self.assertFallbackMatchesEager(make_model, x)
-
-    @parametrize("target", ("self", "linear"))
-    def test_nested_compile_region_aliased_result_breaks(self, target):
-        # The same store back from a nested_compile_region body, whose
-        # invoke_subgraph filters aliased intermediates too.
-        make_model = functools.partial(
-            Model, "nested_compile_region", "iadd_buffer", target
-        )
-        x = make_input("nested_compile_region")
+    def test_aliased_result_breaks(self, hop, mutation, target):
+        # `m.w += 1` stores back a result that aliases m.w, which an
+        # autograd.Function forward and a nested_compile_region body
+        # (invoke_subgraph) filter out of their subgraph's outputs. This was
+        # an InternalTorchDynamoError, which fullgraph=False did not fall back
+        # from either.
+        make_model = functools.partial(Model, hop, mutation, target)
+        x = make_input(hop)
         error = compile_error(make_model(), x)
         self.assertIsInstance(error, Unsupported)
         self.assertEqual(graph_break(error)[0], ALIASED_GB_TYPE)
         self.assertFallbackMatchesEager(make_model, x)
 
     def test_outer_plain_object_new_attribute_generic_break(self):
-        # Not a module: the generic break, instead of the repr of the
-        # AttributeError Dynamo hit while looking for the old value.
-        class Config:
-            pass
-
-        config = Config()
-
-        def fn(x):
-            def body(t):
-                config.fresh = 1
-                return t + 1
-
-            return wrap(body, x)
-
-        error = compile_error(fn, make_input("wrap"))
-        self.assertEqual(graph_break(error)[0], "HOP: Unsafe side effect")
-        self.assertFalse(hasattr(config, "fresh"))
+        self.assertOuterPlainObjectNewAttributeBreaks("wrap")
 
     def test_checkpoint_hint_only_where_the_flag_helps(self):
         # skip_fwd_side_effects_in_bwd_under_checkpoint allows the side
@@ -248,8 +218,7 @@ class HopModuleMutationControlTests(HopMutationTestCase):
         # The installed graph_break_registry.json documents the breaks this
         # file expects, as they are raised.
         for hop, mutation in (("cond", "iadd_tensor"), ("wrap", "rebind_int")):
-            error = compile_error(Model(hop, mutation, "self"), make_input(hop))
-            self.assertBreakMatchesRegistry(error)
+            self.assertBreakMatchesRegistry(hop, mutation)
 
 
 instantiate_parametrized_tests(HopModuleMutationErrorTests)

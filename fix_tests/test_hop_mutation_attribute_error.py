@@ -126,15 +126,10 @@ class HopModuleMutationErrorTests(HopMutationTestCase):
     @parametrize("hop", HOPS_OF_THIS_ERA)
     def test_global_module_mutation_raises(self, hop):
         # A module reached through a global rather than through self.
-        def fn(x):
-            def body(t):
-                GLOBAL_LEAF.n = GLOBAL_LEAF.n + 1
-                return t + 1
-
-            return HOPS[hop](body, x)
-
         error = mutation_error(
-            fn, make_input(hop), torch._dynamo.config.inline_inbuilt_nn_modules
+            mutates_global_leaf(hop),
+            make_input(hop),
+            torch._dynamo.config.inline_inbuilt_nn_modules,
         )
         self.assertIsInstance(error, AttributeMutationError)
         self.assertEqual(

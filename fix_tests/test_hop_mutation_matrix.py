@@ -30,6 +30,7 @@ from test_hop_mutation import (
     compile_error,
     graph_break,
     make_input,
+    mutates_global_leaf,
     static_model,
 )
 from torch._dynamo.exc import Unsupported
@@ -53,14 +54,7 @@ class HopModuleMutationErrorTests(HopMutationTestCase):
     @parametrize("hop", REFUSING_HOPS)
     def test_global_module_mutation_breaks(self, hop):
         # A module reached through a global rather than through self.
-        def fn(x):
-            def body(t):
-                GLOBAL_LEAF.n = GLOBAL_LEAF.n + 1
-                return t + 1
-
-            return HOPS[hop](body, x)
-
-        error = compile_error(fn, make_input(hop))
+        error = compile_error(mutates_global_leaf(hop), make_input(hop))
         self.assertModuleMutationBreak(error, hop, "rebind_int", "submodule")
         self.assertEqual(GLOBAL_LEAF.n, 0)
 
@@ -97,23 +91,7 @@ class HopModuleMutationErrorTests(HopMutationTestCase):
 
     @parametrize("hop", REFUSING_HOPS)
     def test_outer_plain_object_new_attribute_generic_break(self, hop):
-        # Not a module: the generic break, instead of the repr of the
-        # AttributeError Dynamo hit while looking for the old value.
-        class Config:
-            pass
-
-        config = Config()
-
-        def fn(x):
-            def body(t):
-                config.fresh = 1
-                return t + 1
-
-            return HOPS[hop](body, x)
-
-        error = compile_error(fn, make_input(hop))
-        self.assertEqual(graph_break(error)[0], "HOP: Unsafe side effect")
-        self.assertFalse(hasattr(config, "fresh"))
+        self.assertOuterPlainObjectNewAttributeBreaks(hop)
 
     @settings(max_examples=25, deadline=None)
     @given(
@@ -190,8 +168,7 @@ class HopModuleMutationControlTests(HopMutationTestCase):
         # The installed graph_break_registry.json documents the breaks this
         # file expects, as they are raised.
         for mutation in ("iadd_tensor", "rebind_int"):
-            error = compile_error(Model(hop, mutation, "self"), make_input(hop))
-            self.assertBreakMatchesRegistry(error)
+            self.assertBreakMatchesRegistry(hop, mutation)
 
 
 instantiate_parametrized_tests(HopModuleMutationErrorTests)
