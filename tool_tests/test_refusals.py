@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import fakes
 import pytest
@@ -158,22 +159,27 @@ def test_torch_version_needs_source_tree(run, install):
     assert "--torch-version goes with --source-tree" in err
 
 
-@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1)")
-def test_read_only_install(data, install):
-    # A read-only bind mount in a private mount namespace: a read-only
-    # install even for root, and nothing is left mounted afterwards.
-    probe = subprocess.run([*UNSHARE, "true"], capture_output=True)
-    if probe.returncode != 0:
+def torchpatch_with_read_only(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """torchpatch args, with folder a read-only bind mount in a private mount
+    namespace: read-only even for root, and nothing is left mounted after."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1)")
+    if subprocess.run([*UNSHARE, "true"], capture_output=True).returncode != 0:
         pytest.skip("user namespaces are not available here")
+    mount_read_only = 'mount --bind -o ro "$1" "$1" && shift && exec "$@"'
+    return subprocess.run(
+        [*UNSHARE, "sh", "-c", mount_read_only, "sh", str(folder), sys.executable,
+         "-m", "torchpatch", *args],
+        capture_output=True, text=True,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(SRC)},
+    )  # fmt: skip
+
+
+def test_read_only_install(data, install):
     before = install.snapshot()
     sp = str(install.site_packages)
-    mount_read_only = 'mount --bind -o ro "$1" "$1" && shift && exec "$@"'
-    torchpatch = f"-m torchpatch --data {data} apply --site-packages {sp}".split()
-    proc = subprocess.run(
-        [*UNSHARE, "sh", "-c", mount_read_only, "sh", sp, sys.executable, *torchpatch],
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(SRC)},
+    proc = torchpatch_with_read_only(
+        install.site_packages, "--data", str(data), "apply", "--site-packages", sp
     )
     assert proc.returncode == 1, proc.stderr
     assert "the install is read-only for this user" in proc.stderr
@@ -198,21 +204,12 @@ def test_failed_write_rolls_back_and_names_the_failing_file(run, install, monkey
     assert "nothing was changed" in err
 
 
-@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1)")
 def test_export_to_a_read_only_folder(data, tmp_path):
-    probe = subprocess.run([*UNSHARE, "true"], capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip("user namespaces are not available here")
     folder = tmp_path / "read-only"
     folder.mkdir()
-    mount_read_only = 'mount --bind -o ro "$1" "$1" && shift && exec "$@"'
-    export = f"-m torchpatch --data {data} export {folder / 'x.patch'}".split()
-    proc = subprocess.run(
-        [*UNSHARE, "sh", "-c", mount_read_only, "sh", str(folder), sys.executable,
-         *export],
-        capture_output=True, text=True,
-        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(SRC)},
-    )  # fmt: skip
+    proc = torchpatch_with_read_only(
+        folder, "--data", str(data), "export", str(folder / "x.patch")
+    )
     assert proc.returncode == 1
     assert proc.stderr == (
         f"torchpatch: error: cannot write {folder / 'x.patch'}: Read-only file system\n"
