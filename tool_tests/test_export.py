@@ -175,3 +175,25 @@ def test_a_stale_carried_test_file_is_refused_then_refreshed(
         fakes.git(source_tree, "am", "-q", "--keep-non-patch", str(patch.path))
     assert (source_tree / NEW_TEST).read_bytes() == changed
     assert run("export", str(out))[0] == 0
+
+
+def test_a_helper_module_is_exported_and_not_run(run, data, tmp_path):
+    # A listed file not named test_*.py is a module the test files import:
+    # the pull request adds it with them, and it is not run as a test.
+    from torchpatch import series
+
+    helper = data / "fix_tests/this_era/_helpers.py"
+    helper.write_bytes(b"HELPER = 1\n")
+    tests_file = data / "patches/torch-2.4.1/tests"
+    tests_file.write_text(
+        f"fix_tests/this_era/_helpers.py -> test/dynamo/_helpers.py\n"
+        f"{tests_file.read_text()}"
+    )
+    found = series.load_series(data / "patches", "2.4.1")
+    assert [t.path for t in found.tests if t.runs] == [NEW_TEST_SOURCE, EXTENDED_TEST]
+    out = tmp_path / "upstream.patch"
+    code, _, _ = run("export", str(out))
+    assert code == 0
+    text = out.read_text()
+    assert " create mode 100644 test/dynamo/_helpers.py" in text
+    assert "+HELPER = 1" in text
