@@ -13,18 +13,19 @@ the files the pull request adds (the extended suites' fix tests take most of
 the time, pristine, and were proven with the rest by `make test TORCH=all`).
 
 The series is re-applied whatever happens. Writes build/releases/<release>.json
-(release, series, era, modes, counts, date), which `make test TORCH=all`
+(release, series, era, modes, counts, date, commit), which `make test TORCH=all`
 gathers into results/releases.json and README's table of releases.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from datetime import date
 
-from tools.paths import BUILD
+from tools.paths import BUILD, ROOT
 from tools.run import torchpatch
 from tools.teeth import check_pristine, run_tests
 from torchpatch import bundle, series
@@ -41,6 +42,20 @@ def era() -> str:
     if hasattr(torch._dynamo.exc, "AttributeMutationError"):
         return "AttributeMutationError"
     return "graph break" + (", both modes" if switchable() else "")
+
+
+def checkout() -> str:
+    """The commit the proof runs from, marked where tracked files differ."""
+    git = ("git", "-C", str(ROOT))
+    commit = subprocess.run(
+        [*git, "rev-parse", "--short=12", "HEAD"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    changed = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    return f"{commit}+changes" if changed else commit
 
 
 def main(extended: bool) -> int:
@@ -78,6 +93,7 @@ def main(extended: bool) -> int:
         "pristine": pristine,
         "proven": not problems,
         "date": date.today().isoformat(),
+        "commit": checkout(),
         "seconds": round(time.monotonic() - started),
     }
     OUT.mkdir(parents=True, exist_ok=True)

@@ -45,7 +45,9 @@ def row(record: dict[str, Any]) -> str:
     return (
         f"| {record['release']} | {record['series']} | {record['era']} "
         f"| {', '.join(_mode(m) for m in modes)} | {passed} | {failing} "
-        f"| {'yes' if record['proven'] else 'NO'} | {record['date']} |"
+        f"| {'yes' if record['proven'] else 'NO'} | {record['date']}"
+        + (f" at {record['commit']}" if "commit" in record else "")
+        + " |"
     )
 
 
