@@ -1,6 +1,5 @@
 # Owner(s): ["module: dynamo"]
-# flake8: noqa: F403,F405
-# ruff: noqa: F403,F405
+# flake8: noqa: F403
 """
 Mutating an nn.Module attribute from inside a HigherOrderOp body.
 
