@@ -1,5 +1,7 @@
 """This project's maintainer tools, run from the checkout's root as
-`python -m tools.<module>` (the Makefile's targets do).
+`python -m tools.<module>` (the Makefile's targets do), with a python that
+imports torchpatch: a release venv's, which has it installed, or the
+machine's with `PYTHONPATH=src` (the Makefile's TOOL).
 
 prove (with teeth) proves a series on the torch of a venv; demo and pr show
 the fix's before and after (reproducer); apply_check, upstream_test,
