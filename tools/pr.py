@@ -311,9 +311,10 @@ Run on torch {torch_version} (CPU), with and without this PR:
 
 - `{patched["command"]}` (new, {patched["tests"]} tests: every form of the
   mutation in every HigherOrderOp that refuses it, on inlined and non-inlined
-  modules, and the controls above): with this PR {patched["passed"]} of \
-{patched["tests"]} passed in {patched["seconds"]} s (exit code \
-{patched["exit_code"]}); without it {pristine["failed"]} failed (the error
+  modules, and the controls above; its helpers, and the issue's reproducer,
+  are in the new `test/dynamo/_hop_mutation_test_utils.py`): with this PR
+  {patched["passed"]} of {patched["tests"]} passed in {patched["seconds"]} s \
+(exit code {patched["exit_code"]}); without it {pristine["failed"]} failed (the error
   tests) and {pristine["passed"]} passed (the controls), exit code \
 {pristine["exit_code"]}.
 {upstream_plan(version)}
