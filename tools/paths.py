@@ -8,4 +8,3 @@ ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"  # scratch, not committed
 RESULTS = ROOT / "results"  # the records the repository carries
 BENCH_RESULTS = RESULTS / "bench"
-FIX_TESTS = ROOT / "fix_tests"
