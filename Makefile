@@ -7,6 +7,7 @@
 #   make demo            the before/after of the fix
 #   make test            every test, in each inlining mode, and the teeth check
 #   make apply-check     every series applies to every release it serves
+#   make series-check    every derived series equals its replay (make rebase)
 #   make upstream-test   PyTorch's own tests, pristine vs patched
 #   make bench           the fix's cost in Dynamo tracing, in instructions
 #   make bench-calls     the Python calls it adds, without callgrind
@@ -35,7 +36,7 @@ PYTEST = $(PY) -m pytest -q -p no:cacheprovider -p no:logging
 TOOL = PYTHONPATH=src $(PYTHON) -m
 LINTED := src tool_tests fix_tests tools
 
-.PHONY: venv demo test test-all lint apply-check upstream-test typecheck bench \
+.PHONY: venv demo test test-all lint apply-check series-check upstream-test typecheck bench \
   bench-calls pr rebase rebase-continue clean
 .PRECIOUS: .venvs/torch-%/.installed
 
@@ -103,6 +104,13 @@ lint: .venvs/lint/.installed
 # serves, taken from pip's cache (or PyPI): applies, and reverts to RECORD.
 apply-check:
 	$(TOOL) tools.apply_check $(RELEASES)
+
+# Each series that `make rebase` derives from another (its HEADER's
+# Rebased-From, Origin "rebased with git am -3") is replayed from its parent
+# with its recorded conflict resolutions (patches/torch-*/rerere/), and must
+# equal the series in patches/ (tools/series_check.py).
+series-check:
+	$(TOOL) tools.series_check
 
 # CI's tier: the pull request's release with main's tests (2.15.0). The
 # older eras' runs, 2.6.0 with its release's tests and 2.4.1 with the

@@ -48,7 +48,7 @@ class HopModuleMutationErrorTests(HopMutationTestCase):
             "\n".join(graph_break(error)),
             """\
 nn.Module mutation in HigherOrderOp
-Attempted to set attribute 'w' of nn.Module Issue126355 inside the body of torch.ops.higher_order.map_impl. A HigherOrderOp body may not modify an nn.Module that was created outside of it: not its params or buffers, nor any other attribute.""",  # noqa: B950
+Attempted to set attribute 'w' of nn.Module Issue126355, which was created outside of this HigherOrderOp's body. Dynamo does not support changing the state of such a module in the body of this HigherOrderOp.""",  # noqa: B950
         )
 
     @parametrize("hop,mutation,target", CASES)
@@ -58,6 +58,16 @@ Attempted to set attribute 'w' of nn.Module Issue126355 inside the body of torch
         error = compile_error(model, make_input(hop))
         self.assertModuleMutationBreak(error, hop, mutation, target)
         self.assertEqual(module_state(model), before)
+
+    @parametrize("hop,mutation", STATE_CASES)
+    def test_state_mutation_breaks(self, hop, mutation):
+        # nn.Module's methods, its containers and its own dicts change its
+        # state too: the same break, naming what changed.
+        model = StateModel(hop, mutation)
+        before = state_of(model)
+        error = compile_error(model, make_input(hop))
+        self.assertStateMutationBreak(error, hop, mutation)
+        self.assertEqual(state_of(model), before)
 
     @parametrize("hop", REFUSING_HOPS)
     def test_reproducer_breaks_in_every_hop(self, hop):
@@ -135,6 +145,30 @@ class HopModuleMutationControlTests(HopMutationTestCase):
     def test_mutation_at_root_compiles(self, mutation):
         self.assertFullgraphMatchesEager(
             lambda: Root("wrap", mutation, "submodule"), torch.randn(3, 2)
+        )
+
+    @parametrize("hop,mutation", STATE_CASES)
+    def test_state_mutation_fallback_matches_eager(self, hop, mutation):
+        self.assertFallbackMatchesEager(
+            lambda: StateModel(hop, mutation), make_input(hop), state_of
+        )
+
+    @parametrize("mutation", STATE_MUTATIONS)
+    def test_state_mutation_at_root_compiles(self, mutation):
+        self.assertFullgraphMatchesEager(
+            lambda: StateModel("root", mutation), torch.randn(3, 2), state_of
+        )
+
+    @parametrize("hop", ("autograd_function", "nested_compile_region"))
+    @parametrize(
+        "mutation",
+        ("register_buffer", "module_list_append", "dunder_dict_setitem", "train"),
+    )
+    def test_state_mutation_where_side_effects_are_allowed(self, hop, mutation):
+        # These HigherOrderOps allow side effects: their bodies may change an
+        # outer module's state as today.
+        self.assertFullgraphMatchesEager(
+            lambda: StateModel(hop, mutation), make_input(hop), state_of
         )
 
     @parametrize("mutation", ("rebind_tensor", "rebind_buffer", "new_attribute"))

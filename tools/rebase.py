@@ -51,6 +51,7 @@ from torchpatch.errors import TorchPatchError
 UPSTREAM_TESTS = ROOT.parent / "shared" / "upstream" / "pytorch-main"
 AUTHOR = ("-c", "user.name=torchpatch rebase", "-c", "user.email=rebase@localhost")
 STATE = "torchpatch-rebase.json"  # in the scratch repository's .git
+RERERE = "rerere"  # a series' recorded resolutions: git's rr-cache
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 
 # (release, paths under torch/, into): writes into/<path> for each path the
@@ -70,6 +71,9 @@ class Job:
     work: Path  # the scratch repository
     dest: Path | None
     prove: bool
+    # Replay only the patches the series at patches/torch-TO has, also with
+    # a dest (tools/series_check.py compares the replay with that series).
+    like_target: bool = False
 
     @property
     def from_dir(self) -> Path:
@@ -180,7 +184,9 @@ def carried(job: Job, found: series_.Series) -> list[series_.Patch]:
     place, only those whose subject it has (2.15.0's test commit is not
     2.14.1's to carry)."""
     target = job.patches_root / f"torch-{job.to_release}"
-    if job.dest is not None or not (target / series_.SERIES_FILE).is_file():
+    if (job.dest is not None and not job.like_target) or not (
+        target / series_.SERIES_FILE
+    ).is_file():
         return list(found.patches)
     theirs = series_.load_series(job.patches_root, job.to_release).patches
     subjects = {p.subject for p in theirs}
@@ -199,6 +205,12 @@ def start(job: Job, fetch: Fetch) -> bool:
     shutil.rmtree(job.work, ignore_errors=True)
     job.work.mkdir(parents=True)
     git(job.work, "init", "-q", "-b", "series")
+    # Conflicts this replay had before are resolved as they were then.
+    git(job.work, "config", "rerere.enabled", "true")
+    git(job.work, "config", "rerere.autoupdate", "true")
+    recorded = job.patches_root / f"torch-{job.to_release}" / RERERE
+    if recorded.is_dir():
+        shutil.copytree(recorded, job.work / ".git" / "rr-cache")
     job.save()
     write_tree(job.work, found.files, job.from_release, fetch)
     git(job.work, "tag", "base")
@@ -219,7 +231,26 @@ def start(job: Job, fetch: Fetch) -> bool:
     write_tree(job.work, found.files, job.to_release, fetch)
     git(job.work, "checkout", "-q", "series")
     rebased = git(job.work, "rebase", "-q", "--onto", "onto", "base", check=False)
-    return rebased.returncode == 0
+    return rebased.returncode == 0 or replay_recorded(job)
+
+
+def rebasing(job: Job) -> bool:
+    git_dir = job.work / ".git"
+    return (git_dir / "rebase-merge").exists() or (git_dir / "rebase-apply").exists()
+
+
+def replay_recorded(job: Job) -> bool:
+    """Goes on past every conflict that a recorded resolution (git rerere)
+    resolved; False at the first one it did not."""
+    for _ in range(1000):  # a bound, not a count: one turn a conflict
+        if not rebasing(job):
+            return True
+        if git(job.work, "diff", "--name-only", "--diff-filter=U").stdout.strip():
+            return False
+        for path in git(job.work, "rerere", "status").stdout.split():
+            job.save(job.resolved() + [f"{path} (recorded)"])
+        git(job.work, "rebase", "--continue", check=False)
+    return False
 
 
 def resume(job: Job) -> bool:
@@ -230,13 +261,11 @@ def resume(job: Job) -> bool:
         if re.search(r"^(<<<<<<<|>>>>>>>) ", text, re.MULTILINE):
             raise RebaseError(f"{job.work / path} still has conflict markers")
         git(job.work, "add", "--", path)
-    if (
-        not (job.work / ".git" / "rebase-merge").exists()
-        and not (job.work / ".git" / "rebase-apply").exists()
-    ):
+    git(job.work, "rerere")  # records the resolution, for the next replay
+    if not rebasing(job):
         return True
     replayed = git(job.work, "rebase", "--continue", check=False)
-    return replayed.returncode == 0
+    return replayed.returncode == 0 or replay_recorded(job)
 
 
 def changed_lines(patch_text: str) -> list[str]:
@@ -324,6 +353,13 @@ def finish(job: Job, requirements: str | None) -> Path:
         old.unlink()
     for patch in patches:
         shutil.copyfile(patch, target / patch.name)
+    # The resolutions of this replay's conflicts, replayed by the next one.
+    shutil.rmtree(target / RERERE, ignore_errors=True)
+    rr_cache = job.work / ".git" / "rr-cache"
+    if rr_cache.is_dir() and any(rr_cache.glob("*/postimage")):
+        shutil.copytree(
+            rr_cache, target / RERERE, ignore=shutil.ignore_patterns("thisimage*")
+        )
     # A series that exists keeps its own comments; a new one takes FROM's.
     listing = (target if existing else job.from_dir) / series_.SERIES_FILE
     comments = [
