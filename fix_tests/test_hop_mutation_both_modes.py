@@ -250,9 +250,17 @@ leave_out(
     "test_outer_plain_object_new_attribute_generic_break",
     "test_checkpoint_hint_only_where_the_flag_helps",
     "test_aliased_result_breaks_hop_nested_compile_region",
+    # 2.13's message (this release's is checked by test_mutation_breaks), and
+    # the module's own dicts, which the 2.11 and 2.12 series do not refuse
+    # with the module break yet.
+    "test_map_side_effects_message",
+    "test_state_mutation_breaks",
 )
 leave_out(
     HopModuleMutationControlTests,
+    "test_state_mutation_fallback_matches_eager",
+    "test_state_mutation_at_root_compiles",
+    "test_state_mutation_where_side_effects_are_allowed",
     "test_mutation_at_root_compiles",
     "test_autograd_function_forward_compiles",
     "test_checkpoint_side_effects_allowed_by_config",
