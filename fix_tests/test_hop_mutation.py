@@ -69,6 +69,19 @@ Attempted to set attribute 'w' of nn.Module Issue126355, which was created outsi
         self.assertStateMutationBreak(error, hop, mutation)
         self.assertEqual(state_of(model), before)
 
+    @parametrize(
+        "mutation",
+        ("register_buffer", "buffers_setitem", "module_list_append", "train"),
+    )
+    def test_static_state_mutation_breaks(self, mutation):
+        # A module Dynamo does not inline (an NNModuleVariable) too.
+        model = StateModel("cond", mutation)
+        model.torchdynamo_force_dynamic = False
+        before = state_of(model)
+        error = compile_error(model, make_input("cond"))
+        self.assertStateMutationBreak(error, "cond", mutation)
+        self.assertEqual(state_of(model), before)
+
     @parametrize("hop", REFUSING_HOPS)
     def test_reproducer_breaks_in_every_hop(self, hop):
         error = compile_error(Model(hop, "iadd_tensor", "self"), make_input(hop))

@@ -31,17 +31,21 @@ from test_hop_mutation import (
     ALIASED_GB_TYPE,
     ALIASED_RESULT,
     GB_TYPE,
-    HOP_NAMES,
     HOPS,
     MUTATIONS,
+    STATE_MUTATIONS,
     STATIC_MUTATIONS,
     Flips,
     Model,
     Root,
+    StateModel,
+    class_name,
     compile_error,
+    expected_module_explanation,
     graph_break,
     make_input,
     run,
+    state_of,
 )
 from torch._dynamo.exc import UncapturedHigherOrderOpError
 from torch.testing._internal.common_utils import (
@@ -105,8 +109,7 @@ class ErrorTestsOfThisRelease:
         self.assertEqual(gb_type, GB_TYPE, msg=str(error))
         self.assertTrue(
             explanation.startswith(
-                "Attempted to set attribute 'flag' of nn.Module Linear inside "
-                f"the body of {HOP_NAMES[hop]}."
+                expected_module_explanation(hop, "set attribute 'flag' of", "Linear")
             ),
             msg=explanation,
         )
@@ -136,9 +139,17 @@ class ErrorTestsOfThisRelease:
         else:
             gb_type, explanation = graph_break(error)
             self.assertEqual(gb_type, GB_TYPE, msg=str(error))
-            self.assertIn(
-                "inside the body of torch.ops.higher_order.invoke_subgraph", explanation
+            self.assertTrue(
+                explanation.startswith(
+                    expected_module_explanation(
+                        "nested_compile_region",
+                        "set attribute 'buf' of",
+                        class_name(target),
+                    )
+                ),
+                msg=explanation,
             )
+            self.assertIn("invoke_subgraph", str(error))
             assertNoFallback(self, make_model, x)
 
 
@@ -153,6 +164,18 @@ class ControlTestsOfThisRelease:
         error = compile_error(model_fn(), x)
         self.assertFallbackMatchesEager(model_fn, x)
         return error
+
+    @parametrize("mutation", STATE_MUTATIONS)
+    def test_state_mutation_at_root(self, mutation):
+        # Compiles like eager where this release traces the change at the
+        # root, and falls back to eager where it does not: any change with
+        # inlining off (an NNModuleVariable), and `del m.__dict__[k]`.
+        make_model = functools.partial(StateModel, "root", mutation)
+        x = torch.randn(3, 2)
+        if inlined() and mutation != "dunder_dict_delitem":
+            self.assertFullgraphMatchesEager(make_model, x, state_of)
+        else:
+            self.assertFallbackMatchesEager(make_model, x, state_of)
 
     @parametrize("mutation", MUTATIONS)
     def test_mutation_at_root(self, mutation):
@@ -250,17 +273,10 @@ leave_out(
     "test_outer_plain_object_new_attribute_generic_break",
     "test_checkpoint_hint_only_where_the_flag_helps",
     "test_aliased_result_breaks_hop_nested_compile_region",
-    # 2.13's message (this release's is checked by test_mutation_breaks), and
-    # the module's own dicts, which the 2.11 and 2.12 series do not refuse
-    # with the module break yet.
-    "test_map_side_effects_message",
-    "test_state_mutation_breaks",
 )
 leave_out(
     HopModuleMutationControlTests,
-    "test_state_mutation_fallback_matches_eager",
     "test_state_mutation_at_root_compiles",
-    "test_state_mutation_where_side_effects_are_allowed",
     "test_mutation_at_root_compiles",
     "test_autograd_function_forward_compiles",
     "test_checkpoint_side_effects_allowed_by_config",

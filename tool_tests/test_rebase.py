@@ -176,11 +176,12 @@ def test_bad_request_is_one_line_and_writes_nothing(
     assert sorted(p for p in tmp_path.rglob("*") if "build" not in p.parts) == before
 
 
-def test_in_place_carries_only_the_patches_the_series_has(
+def test_in_place_carries_all_but_the_patches_its_header_drops(
     project: Path, capsys
 ) -> None:
-    # 2.15.0 has 2.14.1's patch and a test commit; regenerating 2.14.1 from
-    # it replays the one 2.14.1 has and keeps 2.14.1's own files.
+    # 2.15.0 has 2.14.1's patch and a test commit, which 2.14.1's HEADER
+    # says it does not carry; regenerating 2.14.1 from it replays the other
+    # and keeps 2.14.1's own files.
     before, after = "".join(BASE), "".join(BASE).replace("line 20\n", "line 20, v2\n")
     newer = make_series(project, "2.15.0", before, after)
     (test_patch,) = newer.glob("*.patch")
@@ -193,6 +194,9 @@ def test_in_place_carries_only_the_patches_the_series_has(
     )
     (newer / "series").write_text(f"{test_patch.name}\n{extra.name}\n")
     (project / "torch-2.14.1" / "tests").write_text("fix_tests/test_own.py\n")
+    (project / "torch-2.14.1" / "HEADER").write_text(
+        "Description: x\nNot-Carried: [dynamo] Test it\n"
+    )
     (project.parent / "fix_tests").mkdir()
     (project.parent / "fix_tests" / "test_own.py").write_text("")
     fetch = Releases({"2.15.0": before, "2.14.1": before})
@@ -204,3 +208,62 @@ def test_in_place_carries_only_the_patches_the_series_has(
     (patch,) = (project / "torch-2.14.1").glob("*.patch")
     assert "+line 20, v2" in patch.read_text()
     assert (project / "torch-2.14.1" / "tests").read_text() == "fix_tests/test_own.py\n"
+
+
+def test_own_patches_are_kept_after_the_replayed_ones(project: Path) -> None:
+    # 2.14.1 carries a patch of its own after the one it shares with 2.15.0;
+    # regenerating it from 2.15.0 replays the shared one and re-applies its
+    # own on top, with git's three-way merge.
+    before = "".join(BASE)
+    newer = make_series(
+        project, "2.15.0", before, before.replace("line 20\n", "line 20, v2\n")
+    )
+    older = project / "torch-2.14.1"
+    (shared,) = older.glob("*.patch")
+    repo = project.parent / "made-2.14.1"
+    (repo / FILE).write_text(
+        before.replace("line 20\n", "line 20, patched\n").replace(
+            "line 2\n", "line 2, own\n"
+        )
+    )
+    git = ["git", *rebase.AUTHOR]
+    subprocess.run([*git, "commit", "-qam", "[dynamo] Own"], cwd=repo, check=True)
+    subprocess.run(
+        [*git, "format-patch", "-q", "--zero-commit", "--start-number=2", "-o",
+         str(older), "-1"],
+        cwd=repo,
+        check=True,
+    )  # fmt: skip
+    (own,) = (p for p in older.glob("*.patch") if p != shared)
+    (older / "series").write_text(f"{shared.name}\n{own.name}\n")
+    fetch = Releases({"2.15.0": before, "2.14.1": before})
+    assert run(project, fetch, "2.15.0", "2.14.1", "--no-prove") == 0
+    first, second = sorted(older.glob("*.patch"))
+    assert "+line 20, v2" in first.read_text()
+    assert "Subject: [PATCH 2/2] [dynamo] Own" in second.read_text()
+    assert "+line 2, own" in second.read_text()
+    assert newer.is_dir()
+
+
+def test_a_recorded_resolution_is_replayed(project: Path) -> None:
+    # 2.13.0's line 20 differs from 2.15.0's: the first replay stops on a
+    # conflict, which the maintainer resolves; the resolution is recorded in
+    # the series (rerere/), and the next replay takes it without stopping.
+    before = "".join(BASE)
+    make_series(project, "2.15.0", before, before.replace("line 20\n", "line 20, v2\n"))
+    older = before.replace("line 20\n", "line 20 of 2.13\n")
+    fetch = Releases({"2.15.0": before, "2.13.0": older})
+    assert run(project, fetch, "2.15.0", "2.13.0", "--no-prove") == 1
+    work = project.parent / "build" / "torch-2.15.0-to-2.13.0"
+    (work / FILE).write_text(
+        older.replace("line 20 of 2.13\n", "line 20 of 2.13, v2\n")
+    )
+    subprocess.run(["git", "add", FILE], cwd=work, check=True)
+    assert run(project, fetch, "--continue", "2.15.0", "2.13.0") == 0
+    series = project / "torch-2.13.0"
+    assert list((series / rebase.RERERE).glob("*/postimage"))
+    (first,) = series.glob("*.patch")
+    made = first.read_text()
+    assert run(project, fetch, "2.15.0", "2.13.0", "--no-prove") == 0
+    (again,) = series.glob("*.patch")
+    assert again.read_text() == made

@@ -179,24 +179,55 @@ def conflicts(job: Job) -> str:
     return f"conflict replaying {subject!r}\nin: {', '.join(files) or '(see git status)'}\n{hunks}"
 
 
-def carried(job: Job, found: series_.Series) -> list[series_.Patch]:
-    """FROM's patches to replay: every one, but into a series that exists in
-    place, only those whose subject it has (2.15.0's test commit is not
-    2.14.1's to carry)."""
+def _in_place(job: Job) -> bool:
+    """Whether the replay regenerates the series at patches/torch-TO."""
     target = job.patches_root / f"torch-{job.to_release}"
-    if (job.dest is not None and not job.like_target) or not (
+    return (job.dest is None or job.like_target) and (
         target / series_.SERIES_FILE
-    ).is_file():
-        return list(found.patches)
-    theirs = series_.load_series(job.patches_root, job.to_release).patches
-    subjects = {p.subject for p in theirs}
-    missing = sorted(subjects - {p.subject for p in found.patches})
-    if missing:
+    ).is_file()
+
+
+def not_carried(job: Job) -> set[str]:
+    """The subjects of FROM's patches that the series at patches/torch-TO
+    does not carry: its HEADER's Not-Carried field, one subject a line."""
+    header_file = job.patches_root / f"torch-{job.to_release}" / "HEADER"
+    if not _in_place(job) or not header_file.is_file():
+        return set()
+    value = dict(_dep3(header_file.read_text())).get("Not-Carried", "")
+    return {line.strip() for line in value.splitlines() if line.strip()}
+
+
+def carried(job: Job, found: series_.Series) -> list[series_.Patch]:
+    """FROM's patches to replay: every one but those that a series
+    regenerated in place does not carry (2.15.0's test commit is not
+    2.14.1's to carry: its HEADER's Not-Carried names it)."""
+    dropped = not_carried(job)
+    unknown = dropped - {p.subject for p in found.patches}
+    if unknown:
         raise RebaseError(
-            f"{target} has patches that patches/torch-{job.from_release} lacks "
-            f"({'; '.join(missing)}): regenerate it from a series that has them"
+            f"patches/torch-{job.to_release}/HEADER: Not-Carried names patches "
+            f"that patches/torch-{job.from_release} does not have: "
+            f"{'; '.join(sorted(unknown))}"
         )
-    return [p for p in found.patches if p.subject in subjects]
+    return [p for p in found.patches if p.subject not in dropped]
+
+
+def own(job: Job, found: series_.Series) -> list[series_.Patch]:
+    """The patches of a series regenerated in place that FROM does not have
+    (2.12.1's taint of aliased intermediates, which 2.13 needs no patch
+    for): kept, and applied after the replayed ones, where they must stand."""
+    if not _in_place(job):
+        return []
+    theirs = series_.load_series(job.patches_root, job.to_release).patches
+    subjects = {p.subject for p in found.patches}
+    kept = [p for p in theirs if p.subject not in subjects]
+    if kept and list(theirs[-len(kept) :]) != kept:
+        raise RebaseError(
+            f"patches/torch-{job.to_release} has patches that "
+            f"patches/torch-{job.from_release} lacks before some it has: its "
+            f"own patches must come last"
+        )
+    return kept
 
 
 def start(job: Job, fetch: Fetch) -> bool:
@@ -211,6 +242,10 @@ def start(job: Job, fetch: Fetch) -> bool:
     recorded = job.patches_root / f"torch-{job.to_release}" / RERERE
     if recorded.is_dir():
         shutil.copytree(recorded, job.work / ".git" / "rr-cache")
+        # git rerere touches a resolution it uses: those it does not are
+        # left at the epoch, and are not written back (finish()).
+        for image in (job.work / ".git" / "rr-cache").glob("*/postimage"):
+            os.utime(image, (0, 0))
     job.save()
     write_tree(job.work, found.files, job.from_release, fetch)
     git(job.work, "tag", "base")
@@ -231,12 +266,41 @@ def start(job: Job, fetch: Fetch) -> bool:
     write_tree(job.work, found.files, job.to_release, fetch)
     git(job.work, "checkout", "-q", "series")
     rebased = git(job.work, "rebase", "-q", "--onto", "onto", "base", check=False)
-    return rebased.returncode == 0 or replay_recorded(job)
+    if not (rebased.returncode == 0 or replay_recorded(job)):
+        return False
+    return apply_own(job, own(job, found))
+
+
+def apply_own(job: Job, kept: Sequence[series_.Patch]) -> bool:
+    """Applies the series' own patches after the replayed ones, with git's
+    three-way merge: the blobs they were made on come from TO's series as it
+    is, applied on a branch of its own. False on a conflict."""
+    if not kept:
+        return True
+    series = series_.load_series(job.patches_root, job.to_release)
+    git(job.work, "checkout", "-q", "-b", "as-it-is", "onto")
+    git(
+        job.work,
+        "am",
+        "-q",
+        "--keep-non-patch",
+        *(str(p.path.resolve()) for p in series.patches),
+    )
+    git(job.work, "checkout", "-q", "series")
+    paths = [str(p.path.resolve()) for p in kept]
+    applied = git(job.work, "am", "-q", "-3", "--keep-non-patch", *paths, check=False)
+    return applied.returncode == 0 or replay_recorded(job)
 
 
 def rebasing(job: Job) -> bool:
     git_dir = job.work / ".git"
     return (git_dir / "rebase-merge").exists() or (git_dir / "rebase-apply").exists()
+
+
+def _go_on(job: Job) -> None:
+    """`git rebase --continue`, or `git am --continue` in an am."""
+    am = (job.work / ".git" / "rebase-apply" / "applying").exists()
+    git(job.work, "am" if am else "rebase", "--continue", check=False)
 
 
 def replay_recorded(job: Job) -> bool:
@@ -249,7 +313,7 @@ def replay_recorded(job: Job) -> bool:
             return False
         for path in git(job.work, "rerere", "status").stdout.split():
             job.save(job.resolved() + [f"{path} (recorded)"])
-        git(job.work, "rebase", "--continue", check=False)
+        _go_on(job)
     return False
 
 
@@ -262,10 +326,15 @@ def resume(job: Job) -> bool:
             raise RebaseError(f"{job.work / path} still has conflict markers")
         git(job.work, "add", "--", path)
     git(job.work, "rerere")  # records the resolution, for the next replay
-    if not rebasing(job):
+    if rebasing(job):
+        _go_on(job)
+        if not replay_recorded(job):
+            return False
+    started_own = git(job.work, "rev-parse", "-q", "--verify", "as-it-is", check=False)
+    if started_own.returncode == 0:
         return True
-    replayed = git(job.work, "rebase", "--continue", check=False)
-    return replayed.returncode == 0 or replay_recorded(job)
+    found = series_.load_series(job.patches_root, job.from_release)
+    return apply_own(job, own(job, found))
 
 
 def changed_lines(patch_text: str) -> list[str]:
@@ -341,7 +410,9 @@ def finish(job: Job, requirements: str | None) -> Path:
     patches = sorted(out.glob("*.patch"))
     found = series_.load_series(job.patches_root, job.from_release)
     before = [
-        line for p in carried(job, found) for line in changed_lines(p.path.read_text())
+        line
+        for p in [*carried(job, found), *own(job, found)]
+        for line in changed_lines(p.path.read_text())
     ]
     after = [line for p in patches for line in changed_lines(p.read_text())]
     changes = describe_changes(job, before, after)
@@ -355,11 +426,13 @@ def finish(job: Job, requirements: str | None) -> Path:
         shutil.copyfile(patch, target / patch.name)
     # The resolutions of this replay's conflicts, replayed by the next one.
     shutil.rmtree(target / RERERE, ignore_errors=True)
-    rr_cache = job.work / ".git" / "rr-cache"
-    if rr_cache.is_dir() and any(rr_cache.glob("*/postimage")):
-        shutil.copytree(
-            rr_cache, target / RERERE, ignore=shutil.ignore_patterns("thisimage*")
-        )
+    for postimage in sorted((job.work / ".git" / "rr-cache").glob("*/postimage")):
+        if postimage.stat().st_mtime == 0:
+            continue  # a recorded resolution this replay did not use
+        entry = target / RERERE / postimage.parent.name
+        entry.mkdir(parents=True)
+        for image in ("preimage", "postimage"):
+            shutil.copyfile(postimage.parent / image, entry / image)
     # A series that exists keeps its own comments; a new one takes FROM's.
     listing = (target if existing else job.from_dir) / series_.SERIES_FILE
     comments = [

@@ -1,6 +1,6 @@
 """Every derived series equals the replay of the series it is derived from.
 
-A series whose HEADER says `Origin: ... rebased with git am -3` and
+A series whose HEADER says `Origin: ... by make rebase ...` and
 `Rebased-From: torch-FROM` is made by `make rebase FROM=FROM TO=<its
 release>` (tools/rebase.py), never edited by hand: its conflicts are
 replayed from the resolutions recorded in its `rerere/` folder. This replays
@@ -35,7 +35,7 @@ def parent(series_dir: Path) -> str | None:
     names, where its Origin says it was made by `make rebase`."""
     fields = dict(rebase._dep3((series_dir / "HEADER").read_text()))
     origin, rebased_from = fields.get("Origin", ""), fields.get("Rebased-From", "")
-    if "rebased with git am -3" not in origin:
+    if "make rebase" not in origin:
         return None
     name = rebased_from.split()[0] if rebased_from else ""
     return name.removeprefix("torch-") if name.startswith("torch-") else None
