@@ -297,10 +297,16 @@ def inlines_modules():
     )
 
 
-# 2.13 traces a module's __dict__ as a dict of its own (DunderDictVariable);
+# 2.12 traces a module's __dict__ as a dict of its own (DunderDictVariable);
 # before, a write to it is a store of the attribute.
 _DUNDER_DICT_SET = (
-    "change the __dict__ of" if torch.__version__ >= (2, 13) else "set attribute 'n' of"
+    "change the __dict__ of" if torch.__version__ >= (2, 12) else "set attribute 'n' of"
+)
+
+_DUNDER_DICT_DEL = (
+    "change the __dict__ of"
+    if torch.__version__ >= (2, 12)
+    else "delete attribute 'n' of"
 )
 
 # A container module Dynamo does not inline (an NNModuleVariable) is refused
@@ -357,11 +363,7 @@ STATE_MUTATIONS = {
     ),
     "sequential_append": (_sequential_append, "change the _modules of", "Sequential"),
     "dunder_dict_setitem": (_dunder_dict_setitem, _DUNDER_DICT_SET, "StateModel"),
-    "dunder_dict_delitem": (
-        _dunder_dict_delitem,
-        "change the __dict__ of",
-        "StateModel",
-    ),
+    "dunder_dict_delitem": (_dunder_dict_delitem, _DUNDER_DICT_DEL, "StateModel"),
     "buffers_setitem": (_buffers_setitem, "change the _buffers of", "StateModel"),
     "buffers_delitem": (_buffers_delitem, "change the _buffers of", "StateModel"),
     "parameters_setitem": (

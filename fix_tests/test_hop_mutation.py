@@ -175,7 +175,12 @@ class HopModuleMutationControlTests(HopMutationTestCase):
     @parametrize("hop", ("autograd_function", "nested_compile_region"))
     @parametrize(
         "mutation",
-        ("register_buffer", "module_list_append", "dunder_dict_setitem", "train"),
+        (
+            "register_buffer",
+            "module_list_append",
+            "dunder_dict_setitem",
+            "buffers_setitem",
+        ),
     )
     def test_state_mutation_where_side_effects_are_allowed(self, hop, mutation):
         # These HigherOrderOps allow side effects: their bodies may change an

@@ -247,7 +247,9 @@ def start(job: Job, fetch: Fetch) -> bool:
         for image in (job.work / ".git" / "rr-cache").glob("*/postimage"):
             os.utime(image, (0, 0))
     job.save()
-    write_tree(job.work, found.files, job.from_release, fetch)
+    kept = own(job, found)
+    paths = sorted({*found.files, *(f for p in kept for f in p.files)})
+    write_tree(job.work, paths, job.from_release, fetch)
     git(job.work, "tag", "base")
     replayed = carried(job, found)
     for patch in found.patches:
@@ -263,12 +265,12 @@ def start(job: Job, fetch: Fetch) -> bool:
             f"torch {job.from_release}'s files: {applied.stdout.strip()[-300:]}"
         )
     git(job.work, "checkout", "-q", "-b", "onto", "base")
-    write_tree(job.work, found.files, job.to_release, fetch)
+    write_tree(job.work, paths, job.to_release, fetch)
     git(job.work, "checkout", "-q", "series")
     rebased = git(job.work, "rebase", "-q", "--onto", "onto", "base", check=False)
     if not (rebased.returncode == 0 or replay_recorded(job)):
         return False
-    return apply_own(job, own(job, found))
+    return apply_own(job, kept)
 
 
 def apply_own(job: Job, kept: Sequence[series_.Patch]) -> bool:
