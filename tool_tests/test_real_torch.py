@@ -38,6 +38,7 @@ ALLOWED = {
     "torch/_dynamo/variables/builtin.py",
     "torch/_dynamo/variables/nn_module.py",
     "torch/_dynamo/variables/higher_order_ops.py",
+    "torch/_dynamo/variables/misc.py",
     "torch/_dynamo/graph_break_registry.json",
     "test/dynamo/test_misc.py",
     "test/dynamo/_test_misc_part4.py",
