@@ -67,6 +67,19 @@ def deletion_traced(inlined):
     return inlined and torch.__version__ >= (2, 9)
 
 
+# Each state mutation once, in this era's refusing HigherOrderOps in turn.
+STATE_CASES_OF_THIS_ERA = tuple(
+    (HOPS_OF_THIS_ERA[i % 5], mutation) for i, mutation in enumerate(STATE_MUTATIONS)
+)
+
+
+def expected_state_message(mutation, inlined):
+    _, what, class_name, *not_inlined = STATE_MUTATIONS[mutation]
+    if not_inlined and not inlined:
+        (what,) = not_inlined
+    return f"{MESSAGE_PREFIX}: attempted to {what} {class_name}"
+
+
 def expected_message(mutation, target):
     _, attr, deletes = MUTATIONS[mutation]
     action = "delete" if deletes else "set"
@@ -121,6 +134,20 @@ class HopModuleMutationErrorTests(HopMutationTestCase):
         )
         self.assertIsInstance(error, AttributeMutationError)
         self.assertEqual(str(error).splitlines()[0], expected_message(mutation, target))
+
+    @parametrize("hop,mutation", STATE_CASES_OF_THIS_ERA)
+    def test_state_mutation_raises(self, hop, mutation):
+        # nn.Module's methods, its containers and its own dicts change its
+        # state too: the same error, naming what changed.
+        inlined = torch._dynamo.config.inline_inbuilt_nn_modules
+        model = StateModel(hop, mutation)
+        before = state_of(model)
+        error = mutation_error(model, make_input(hop), inlined)
+        self.assertIsInstance(error, AttributeMutationError)
+        self.assertEqual(
+            str(error).splitlines()[0], expected_state_message(mutation, inlined)
+        )
+        self.assertEqual(state_of(model), before)
 
     @parametrize("hop", HOPS_OF_THIS_ERA)
     def test_global_module_mutation_raises(self, hop):
@@ -192,6 +219,20 @@ class HopModuleMutationControlTests(HopMutationTestCase):
     def test_mutation_at_root_fallback_matches_eager(self, mutation, target):
         self.assertFallbackMatchesEager(
             lambda: Root("wrap", mutation, target), torch.randn(3, 2)
+        )
+
+    @parametrize("hop,mutation", STATE_CASES_OF_THIS_ERA)
+    def test_state_mutation_fallback_matches_eager(self, hop, mutation):
+        self.assertFallbackMatchesEager(
+            lambda: StateModel(hop, mutation), make_input(hop), state_of
+        )
+
+    @parametrize("mutation", STATE_MUTATIONS)
+    def test_state_mutation_at_root_fallback_matches_eager(self, mutation):
+        # Compiled where this release traces the change at the root, and
+        # eager after a graph break where it does not: like eager either way.
+        self.assertFallbackMatchesEager(
+            lambda: StateModel("root", mutation), torch.randn(3, 2), state_of
         )
 
     @parametrize("hop", HOPS_OF_THIS_ERA)
