@@ -231,6 +231,15 @@ class HopModuleMutationControlTests(HopMutationTestCase):
     def test_state_mutation_at_root_fallback_matches_eager(self, mutation):
         # Compiled where this release traces the change at the root, and
         # eager after a graph break where it does not: like eager either way.
+        if (
+            torch.__version__ < (2, 5)
+            and torch._dynamo.config.inline_inbuilt_nn_modules
+            and mutation in ("module_list_delitem", "module_list_pop")
+        ):
+            self.skipTest(
+                "2.4 compiles `del module_list[i]` at the root unlike eager (the "
+                "remaining modules keep their old names), with or without the fix"
+            )
         self.assertFallbackMatchesEager(
             lambda: StateModel("root", mutation), torch.randn(3, 2), state_of
         )
