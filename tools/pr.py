@@ -248,11 +248,13 @@ inline. `self.w += 1` in an `autograd.Function` forward or a
 `nested_compile_region` body was an internal error that `fullgraph=False` did
 not fall back from.
 
-This PR adds one decision, `SideEffects.check_allowed_module_mutation()`, that
-every path of an outer module mutation goes through, for both module variable
-kinds, and raises the existing gb_type "nn.Module mutation in HigherOrderOp"
-with an explanation that names the attribute, set or delete, the module class
-and the HigherOrderOp. The aliased intermediate of `self.w += 1` in an
+This PR adds `SideEffects.unsupported_module_mutation()`, raised wherever a
+change to an outer module's state is refused (attribute set and delete, and
+writes to the module's `__dict__`, `_parameters`, `_buffers` and `_modules`
+that its registering methods and container modules make), for both module
+variable kinds: the existing gb_type "nn.Module mutation in HigherOrderOp",
+with an explanation that says what the body did and names the module class
+(Dynamo already appends the HigherOrderOp's name). The aliased intermediate of `self.w += 1` in an
 `autograd.Function` forward or a `nested_compile_region` body, which those
 HigherOrderOps filter out of their outputs, becomes a graph break.
 

@@ -59,12 +59,13 @@ def differences(expected: Path, replayed: Path) -> list[str]:
 
 def check(release: str, from_release: str) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
+        replayed = Path(tmp) / "series"
         job = rebase.Job(
             from_release,
             release,
             PATCHES,
             BUILD / "series-check" / f"torch-{from_release}-to-{release}",
-            Path(tmp) / "series",
+            replayed,
             prove=False,
             like_target=True,
         )
@@ -74,7 +75,7 @@ def check(release: str, from_release: str) -> list[str]:
                 f"resolves:\n{rebase.conflicts(job)}"
             ]
         rebase.finish(job, None)
-        return differences(PATCHES / f"torch-{release}", job.dest)
+        return differences(PATCHES / f"torch-{release}", replayed)
 
 
 def main(argv: list[str]) -> int:

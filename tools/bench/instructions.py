@@ -87,7 +87,7 @@ SMOKE_LAYOUTS = LAYOUTS[:2]  # two, so that a smoke run has an A/A spread
 NOISE_FACTOR = 2
 NOISE_FLOOR = 0.002
 CALL_LAYOUTS = LAYOUTS[:2]  # the call profiles' layouts
-HELPER = "side_effects.py:check_allowed_module_mutation"
+HELPER = "side_effects.py:unsupported_module_mutation"
 # Shift the heap, then run the worker as its own __main__ (from ROOT).
 _WITH_LAYOUT = (
     "import runpy, sys; ballast = [bytearray(48) for _ in range(int(sys.argv[1]))]; "
