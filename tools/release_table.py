@@ -6,7 +6,9 @@
 --record gathers build/releases/<release>.json (written by tools/prove.py)
 for every release a series serves into results/releases.json, and rewrites
 the table between README's release-table markers from it. A release without
-a record is left out of the table and named.
+a new record keeps the one results/releases.json has, marked as made before
+its series last changed ("not since the series changed"), and is named; one
+without any record is left out of the table.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ def _mode(inline: str) -> str:
     return "on" if inline == "1" else "off"
 
 
+def proven(record: dict[str, Any]) -> str:
+    if record.get("stale"):
+        return "not since the series changed"
+    return "yes" if record["proven"] else "NO"
+
+
 def row(record: dict[str, Any]) -> str:
     modes = record["modes"]
     passed = ", ".join(
@@ -45,7 +53,7 @@ def row(record: dict[str, Any]) -> str:
     return (
         f"| {record['release']} | {record['series']} | {record['era']} "
         f"| {', '.join(_mode(m) for m in modes)} | {passed} | {failing} "
-        f"| {'yes' if record['proven'] else 'NO'} | {record['date']}"
+        f"| {proven(record)} | {record['date']}"
         + (f" at {record['commit']}" if "commit" in record else "")
         + " |"
     )
@@ -71,6 +79,11 @@ def readme_with(text: str, rendered: str) -> str:
 
 def record() -> int:
     served = served_releases(ROOT / "patches")
+    before = (
+        {r["release"]: r for r in json.loads(RELEASES.read_text())["releases"]}
+        if RELEASES.is_file()
+        else {}
+    )
     records, missing = [], []
     for release in served:
         path = RECORDS / f"{release}.json"
@@ -78,6 +91,8 @@ def record() -> int:
             records.append(json.loads(path.read_text()))
         else:
             missing.append(release)
+            if release in before:
+                records.append({**before[release], "stale": True})
     RELEASES.parent.mkdir(parents=True, exist_ok=True)
     RELEASES.write_text(json.dumps({"releases": records}, indent=2) + "\n")
     README.write_text(readme_with(README.read_text(), table(records)))

@@ -1,0 +1,52 @@
+"""README's table of releases: a release without a new proof keeps its old
+record, marked as made before its series changed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools import release_table
+
+
+def record(release: str, series: str) -> dict[str, object]:
+    counts = {"passed": 3, "tests": 3, "failures": 0}
+    return {
+        "release": release,
+        "series": series,
+        "era": "graph break",
+        "modes": ["1"],
+        "tests": ["t.py"],
+        "patched": {"1": counts},
+        "pristine": {"1": {"fix": {"failures": 2, "tests": 2}}},
+        "proven": True,
+        "date": "2026-12-01",
+        "commit": "abc",
+    }
+
+
+def test_a_release_without_a_new_proof_is_marked_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records, results = tmp_path / "records", tmp_path / "releases.json"
+    records.mkdir()
+    (records / "2.15.0.json").write_text(json.dumps(record("2.15.0", "2.15.0")))
+    results.write_text(json.dumps({"releases": [record("2.14.0", "2.14.1")]}))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"x\n{release_table.BEGIN}\n{release_table.END}\n")
+    monkeypatch.setattr(release_table, "RECORDS", records)
+    monkeypatch.setattr(release_table, "RELEASES", results)
+    monkeypatch.setattr(release_table, "README", readme)
+    monkeypatch.setattr(
+        release_table,
+        "served_releases",
+        lambda _: {"2.14.0": None, "2.15.0": None},
+    )
+    assert release_table.record() == 1  # 2.14.0 has no new proof
+    text = readme.read_text()
+    assert "| 2.15.0 | 2.15.0 | graph break | on | 3/3 (on) | 2/2 (on) | yes |" in text
+    assert "| 2.14.0 | 2.14.1 |" in text
+    assert "not since the series changed" in text
+    assert release_table.check() == 0
