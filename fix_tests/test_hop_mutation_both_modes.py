@@ -1,6 +1,6 @@
 # Owner(s): ["module: dynamo"]
 """
-test_hop_mutation.py for the releases of the graph-break era before 2.13:
+test_hop_mutation_graph_break.py for the releases of the graph-break era before 2.13:
 the fix's graph break, and the controls as their Dynamo behaves, in both
 modes on 2.11 (whose inline_inbuilt_nn_modules still switches one) and
 with inlining on, the only mode, on 2.12.
@@ -11,7 +11,7 @@ body (an autograd.Function forward, a nested_compile_region, from which
 2.11 does not fall back to eager either, and checkpoint under
 skip_fwd_side_effects_in_bwd_under_checkpoint included), and supports
 neither del, object.__setattr__ nor eval() on one, even at the root. Both
-predate what three tests of test_hop_mutation.py check: undoing a constant
+predate what three tests of test_hop_mutation_graph_break.py check: undoing a constant
 mutation inside the body (the nullified-mutation rule), the taint of an
 aliased intermediate that makes `self.w += 1` in an autograd.Function
 forward a graph break (2.11 compiles it like eager; 2.12 leaked the
@@ -25,9 +25,9 @@ this Dynamo does instead.
 
 import functools
 
-import test_hop_mutation as base
+import test_hop_mutation_graph_break as base
 import torch
-from test_hop_mutation import (
+from test_hop_mutation_graph_break import (
     ALIASED_GB_TYPE,
     ALIASED_RESULT,
     GB_TYPE,
@@ -96,7 +96,7 @@ def leave_out(cls, *tests):
     return cls
 
 
-# The tests of this file, mixed into test_hop_mutation.py's classes below
+# The tests of this file, mixed into test_hop_mutation_graph_break.py's classes below
 # (instantiate_parametrized_tests would parametrize those classes' tests
 # again if these were defined on subclasses of them).
 class ErrorTestsOfThisRelease:

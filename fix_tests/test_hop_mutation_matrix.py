@@ -1,10 +1,10 @@
 # Owner(s): ["module: dynamo"]
 """
-The extended suite of test_hop_mutation.py: every form of the mutation, in
-every HigherOrderOp, on every kind of target module, refused patched and
-behaving like eager with fullgraph=False. This project runs it on every
-release of the graph-break era; the pull request carries test_hop_mutation.py,
-whose representative cases run in a fraction of the time.
+The extended suite of test_hop_mutation_graph_break.py: every form of the
+mutation, in every HigherOrderOp, on every kind of target module, refused
+patched and behaving like eager with fullgraph=False. This project runs it on
+every release of the graph-break era; the pull request carries the small
+test_hop_mutation.py.
 """
 
 import functools
@@ -12,7 +12,7 @@ import functools
 import torch
 import torch._dynamo.test_case
 from hypothesis import given, settings, strategies as st
-from test_hop_mutation import (
+from test_hop_mutation_graph_break import (
     ALIASED_GB_TYPE,
     ALIASED_RESULT,
     GB_TYPE,
