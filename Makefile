@@ -9,6 +9,7 @@
 #   make apply-check     every series applies to every release it serves
 #   make series-check    every derived series equals its replay (make rebase)
 #   make upstream-test   PyTorch's own tests, pristine vs patched
+#   make stack-check     each PR of the stack: its tests fail before it, pass after
 #   make bench           the fix's cost in Dynamo tracing, in instructions
 #   make bench-calls     the Python calls it adds, without callgrind
 #   make typecheck       mypy with upstream's settings: no new error
@@ -36,7 +37,7 @@ PYTEST = $(PY) -m pytest -q -p no:cacheprovider -p no:logging
 TOOL = PYTHONPATH=src $(PYTHON) -m
 LINTED := src tool_tests fix_tests tools
 
-.PHONY: venv demo test test-all lint apply-check series-check upstream-test typecheck bench \
+.PHONY: venv demo test test-all lint apply-check series-check upstream-test stack-check typecheck bench \
   bench-calls pr rebase rebase-continue clean
 .PRECIOUS: .venvs/torch-%/.installed
 
@@ -121,6 +122,12 @@ UPSTREAM := $(if $(filter file,$(origin TORCH)),$(UPSTREAM_TIER),$(SELECTED))
 upstream-test: $(UPSTREAM:%=upstream-test-%)
 upstream-test-%: .venvs/torch-%/.installed
 	$(PY) -m tools.upstream_test
+
+# The pull request (the newest series), commit by commit: each commit that
+# changes torch/ changes test/, and the tests it adds or changes fail on the
+# torch before it and pass on its own (tools/stack_check.py). 4 minutes here.
+stack-check: .venvs/torch-$(NEWEST)/.installed
+	.venvs/torch-$(NEWEST)/bin/python -m tools.stack_check
 
 # mypy with upstream's settings over the files a series touches, following
 # their imports through all of torch, pristine against patched

@@ -1,6 +1,6 @@
 """Keep the test file a series' test commit creates equal to this project's copy.
 
-The pull request's test commit (2.15.0's 0004) creates
+The pull request's commit of the helper (2.15.0's 0002) creates
 test/dynamo/test_hop_mutation.py, so that `git am` of the series gives a
 reviewer the whole pull request; the file's source is the `FILE` of the
 series' `tests` line `FILE -> test/dynamo/test_hop_mutation.py`.

@@ -197,6 +197,17 @@ def not_carried(job: Job) -> set[str]:
     return {line.strip() for line in value.splitlines() if line.strip()}
 
 
+def carries_tests(job: Job) -> bool:
+    """False when the series at patches/torch-TO keeps only the torch/ part
+    of what it replays: its HEADER's `Carried-Tests: none` (2.12.1, which
+    does not run the pull request's tests, and so not 2.11.0)."""
+    header_file = job.patches_root / f"torch-{job.to_release}" / "HEADER"
+    if not _in_place(job) or not header_file.is_file():
+        return True
+    value = dict(_dep3(header_file.read_text())).get("Carried-Tests", "")
+    return not value.startswith("none")
+
+
 def carried(job: Job, found: series_.Series) -> list[series_.Patch]:
     """FROM's patches to replay: every one but those that a series
     regenerated in place does not carry (2.15.0's test commit is not
@@ -281,11 +292,15 @@ def apply_own(job: Job, kept: Sequence[series_.Patch]) -> bool:
         return True
     series = series_.load_series(job.patches_root, job.to_release)
     git(job.work, "checkout", "-q", "-b", "as-it-is", "onto")
+    # Only the files of the replay's tree: TO's series as it is may still
+    # carry test hunks that FROM no longer has (Carried-Tests).
+    tracked = git(job.work, "ls-files").stdout.split()
     git(
         job.work,
         "am",
         "-q",
         "--keep-non-patch",
+        *(f"--include={path}" for path in tracked),
         *(str(p.path.resolve()) for p in series.patches),
     )
     git(job.work, "checkout", "-q", "series")
@@ -408,7 +423,9 @@ def finish(job: Job, requirements: str | None) -> Path:
     """Writes the replayed series to job.to_dir; returns it."""
     out = job.work / ".git" / "format-patch"
     shutil.rmtree(out, ignore_errors=True)
-    git(job.work, "format-patch", "-q", "--zero-commit", "-o", str(out), "onto..series")
+    paths = [] if carries_tests(job) else ["--", "torch"]
+    git(job.work, "format-patch", "-q", "--zero-commit", "-o", str(out), "onto..series",
+        *paths)  # fmt: skip
     patches = sorted(out.glob("*.patch"))
     found = series_.load_series(job.patches_root, job.from_release)
     before = [

@@ -11,8 +11,8 @@ of that release) or else the matching folder of ../shared/upstream/
    to it, and its torch/ files must then equal what `torchpatch apply`
    writes into the install.
 2. seeds: for each test of SEEDS that the export changes (test_map_side_effects,
-   the upstream test of #126355, and the test of 0003's graph break that
-   2.15.0's 0004 changes), its
+   the upstream test of #126355, and the test of 2.15.0's 0003's graph break;
+   0001's test needs the shim below, so tools/stack_check.py runs it), its
    file's own driver, `python test/dynamo/test_misc.py -k
    test_map_side_effects` as PyTorch's CI and the issue run it, on the
    patched tree passes on the patched torch and fails on the pristine one:
