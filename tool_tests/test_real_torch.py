@@ -42,6 +42,7 @@ ALLOWED = {
     "torch/_dynamo/graph_break_registry.json",
     "test/dynamo/test_misc.py",
     "test/dynamo/_test_misc_part4.py",
+    "test/dynamo/_higher_order_ops_test_core.py",
     "test/higher_order_ops/test_invoke_subgraph.py",
 }
 

@@ -1,21 +1,22 @@
-"""Write the pull request: the patch against main and its description.
+"""Write the pull request: a stack of PRs, one per commit of the newest series.
 
 Run with the python of the newest release's venv (`make pr`), whose series
-is the pull request. It writes, under build/pr/:
+is the pull request: one commit a PR, as ghstack sends them, each with its
+own tests. It writes, under build/pr/:
 
-- fix-126355.patch: `torchpatch export` of the series, one `git format-patch`
-  mail with the fix, the changes to PyTorch's own tests and the new test
-  file; checked here with `git apply` on a tree of this wheel's
-  torch/_dynamo plus the new test file (PyTorch's other test files are not
-  in the wheel; patches/torch-<version>/UPSTREAM says where their hunks
-  were checked);
-- PR.md: title and body in PyTorch's conventions, with a before/after
-  table from a real run of tools/reproducer.py on the pristine and the
-  patched torch, and a test plan of commands this project ran, each with
-  its result: the new test file in both states (run here), and PyTorch's
-  own tests from the last `make upstream-test` of this release
-  (build/upstream-test/torch-<version>/results.json; said to be missing
-  where it has not run).
+- NN-<name>.patch: each commit, as `git format-patch` wrote it, its author
+  the git identity (user.name, user.email) of whoever runs `make pr`;
+  `git am` of them in order on the v<release> sources plus main's test/
+  gives the stack (make stack-check checks it);
+- NN-<name>.md: the PR's title and body: the commit message (what and why),
+  the stack, the base, and a test plan of commands this project ran, each
+  with its result: the PR's own tests before and after it
+  (build/stack-check/results.json, from `make stack-check`); for the PR that
+  adds test/dynamo/test_hop_mutation.py, a run of it as PyTorch's CI runs it
+  and a before/after table of the issue's reproducer (tools/reproducer.py);
+  with the whole stack, PyTorch's own test files (the last `make
+  upstream-test` of this release) and upstream's lint and mypy. Results
+  that have not been produced here are said to be missing, never assumed.
 
 It leaves the venv's torch patched.
 """
@@ -27,41 +28,18 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from tools.bench.instructions import FREE_CASES
 from tools.demo import run_forms
-from tools.paths import BENCH_RESULTS, BUILD, RESULTS
+from tools.paths import BUILD, RESULTS, ROOT
 from tools.run import torchpatch
 from torchpatch import bundle, series
 from torchpatch.targets import InstalledTorch
 
 OUT = BUILD / "pr"
-ISSUE = 126355
-
-
-def check_applies(patch: Path, found: series.Series, torch_root: Path) -> None:
-    """git apply on the wheel's sources must give what torchpatch installs."""
-    with tempfile.TemporaryDirectory() as tmp:
-        tree = Path(tmp)
-        torchpatch("revert")
-        for path in found.files:
-            if path.startswith("torch/"):
-                (tree / path).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(torch_root / path, tree / path)
-        torchpatch("apply")
-        includes = ["--include=torch/*"] + [
-            f"--include={t.upstream}" for t in found.exported_tests
-        ]
-        subprocess.run(["git", "apply", *includes, str(patch)], cwd=tree, check=True)
-        for path in found.files:
-            if path.startswith("torch/") and (
-                (tree / path).read_bytes() != (torch_root / path).read_bytes()
-            ):
-                raise SystemExit(f"pr: git apply and torchpatch differ on {path}")
+STACK = BUILD / "stack-check" / "results.json"
 
 
 def run_test_file(path: Path, upstream: str) -> dict[str, Any]:
@@ -87,39 +65,6 @@ def run_test_file(path: Path, upstream: str) -> dict[str, Any]:
         "passed": tests - failed,
         "seconds": round(float(ran.group(2))),
     }
-
-
-def cost(version: str) -> str:
-    """The series' cost from `make bench` (results/bench/latest.json), or
-    else from the smoke run of `make test` on this release."""
-    rows, source = [], "make bench"
-    for name in ("latest.json", f"smoke-{version}.json"):
-        results = BENCH_RESULTS / name
-        rows = [
-            r
-            for r in json.loads(results.read_text())["rows"]
-            if r["series"] == version and r["case"] in FREE_CASES
-        ] if results.is_file() else []  # fmt: skip
-        if rows:
-            break
-        source = "the smoke run of make test, small n"
-    if not rows:
-        return "not measured for this release (`make bench TORCH=<release>`)."
-    lines = [
-        "| workload | n | instructions, patched/pristine | A/A spread | calls added |",
-        "|---|---|---|---|---|",
-        *(
-            f"| {r['case']} | {r['n'] or ''} | {r['ratio']:.5f} "
-            f"| {r['aa_spread']:.5f} | {r['calls_added']:+d} |"
-            for r in rows
-        ),
-    ]
-    return (
-        f"from {source}: callgrind instruction counts of one trace (median of "
-        f"{len(rows[0]['layouts'])} heap layouts; the A/A spread is what layout "
-        f"alone moves) and Python calls added (cProfile), torch {version}:\n\n"
-        + "\n".join(lines)
-    )
 
 
 def upstream_plan(version: str) -> str:
@@ -201,17 +146,16 @@ def cell(error: dict[str, Any]) -> str:
     return text.replace("|", "\\|")
 
 
-def before_after(version: str) -> tuple[str, dict[str, Any]]:
-    """The table of errors, pristine and patched, and the test file's results."""
-    found = series.load_series(bundle.data_root() / "patches", version)
-    (test,) = [t for t in found.exported_tests if t.runs]
+def before_after(version: str, test: series.TestFile) -> tuple[str, dict[str, Any]]:
+    """The table of errors without and with the stack, and the runs of the
+    test file the stack adds."""
     errors, results = {}, {}
     for state, command in (("pristine", "revert"), ("patched", "apply")):
         torchpatch(command)
         errors[state] = run_forms("1")
         results[state] = run_test_file(bundle.data_root() / test.path, test.exported_as)
     rows = [
-        "| mutation in a `control_flow.map` body | before | after |",
+        "| change in a `control_flow.map` body | without the stack | with it |",
         "|---|---|---|",
     ]
     for form in errors["pristine"]:
@@ -224,130 +168,140 @@ def before_after(version: str) -> tuple[str, dict[str, Any]]:
     return "\n".join(rows), {"test": test.upstream, **results}
 
 
-def body(version: str, table: str, tests: dict[str, Any], found: series.Series) -> str:
-    torch_version = metadata.version("torch")
-    pristine, patched = tests["pristine"], tests["patched"]
-    subjects = "\n".join(f"- {p.subject}" for p in found.patches)
+def identity() -> str:
+    """`Name <email>` of whoever runs make pr, from git's configuration."""
+    values = []
+    for key in ("user.name", "user.email"):
+        proc = subprocess.run(
+            ["git", "config", key], cwd=ROOT, capture_output=True, text=True
+        )
+        if proc.returncode != 0 or not proc.stdout.strip():
+            raise SystemExit(f"pr: set git's {key}: it is the PRs' author")
+        values.append(proc.stdout.strip())
+    return f"{values[0]} <{values[1]}>"
+
+
+def message(patch: series.Patch) -> str:
+    """The commit message's body: what and why."""
+    text = patch.read().decode()
+    head = text.split("\n---\n", 1)[0]
+    return head.split("\n\n", 1)[1].strip() if "\n\n" in head else ""
+
+
+def own_tests(number: int, version: str) -> list[str]:
+    """The PR's own tests before and after it, from make stack-check."""
+    if not STACK.is_file():
+        return ["- its own tests: not run (`make stack-check`)"]
+    found = json.loads(STACK.read_text())
+    runs = [r for r in found["runs"] if r["commit"] == number]
+    if not runs:
+        return ["- its own tests: not in the last `make stack-check`"]
+    lines = []
+    for path in dict.fromkeys(r["file"] for r in runs):
+        by_state = {r["state"]: r for r in runs if r["file"] == path}
+        first = by_state["after"]
+        selection = f" -k '{' or '.join(first['tests'])}'" if first["tests"] else ""
+        shim = (
+            "" if first["driver"].endswith("test_hop_mutation.py")
+            else " (main's test file; a pytest plugin defines main's "
+            "`TestCaseWithNestedGraphBreaks` for the release)"
+        )  # fmt: skip
+        lines.append(
+            f"- `pytest {first['driver']}{selection}`{shim}, torch {version}: "
+            + "; ".join(
+                f"{state} this PR {r['passed']} passed, {r['failed']} failed"
+                for state, r in (
+                    ("before", by_state.get("before")),
+                    ("with", by_state.get("after")),
+                )
+                if r is not None
+            )
+        )
+    if found["problems"]:
+        lines.append(f"- `make stack-check` found: {'; '.join(found['problems'])}")
+    return lines
+
+
+def stack_list(found: series.Series, number: int) -> str:
+    return "\n".join(
+        f"* {'__->__ ' if n == number else ''}{p.subject}"
+        for n, p in reversed(list(enumerate(found.patches, 1)))
+    )
+
+
+def body(
+    version: str,
+    found: series.Series,
+    number: int,
+    added: tuple[str, dict[str, Any]] | None,
+) -> str:
+    patch = found.patches[number - 1]
+    plan = own_tests(number, version)
+    if added is not None:
+        table, tests = added
+        pristine, patched = tests["pristine"], tests["patched"]
+        plan.append(
+            f"- `{patched['command']}` (as PyTorch's CI runs it), torch {version}: "
+            f"with the stack {patched['passed']} of {patched['tests']} passed "
+            f"(exit code {patched['exit_code']}); without it {pristine['failed']} "
+            f"failed (the error tests) and {pristine['passed']} passed (the controls)"
+        )
+        plan.append(
+            "\nThe issue's reproducer and other ways to write the same change, "
+            f"compiled with `fullgraph=True` on torch {version} "
+            f"({metadata.version('torch')}) without and with the stack:\n\n{table}"
+        )
+    whole = "\n".join(x for x in (upstream_plan(version), checks_plan(version)) if x)
     return f"""\
-Fixes #{ISSUE}
+Stack (oldest at the bottom):
+{stack_list(found, number)}
 
-Based on v{version}: PyTorch main could not be checked out where this was
-made, so the Dynamo hunks are against the v{version} sources and may need a
-rebase onto main. The test hunks were made on the stored texts of main's
-test files that `patches/torch-{version}/UPSTREAM` names (one without a
-recorded commit).
+{message(patch)}
 
-Setting or deleting an attribute of an `nn.Module` from inside the body of a
-HigherOrderOp (`control_flow.map`, `torch.cond`, `while_loop`, `wrap`,
-activation checkpointing) is refused by Dynamo, but the graph break depended on
-how the mutation was written: "HOP: Unsafe side effect" naming
-`UnspecializedNNModuleVariable(...)`, "HOP: Non-nullified side effect", the
-repr of an internal `AttributeError` for a new attribute, or "nn.Module
-mutation in HigherOrderOp" without the attribute for a module Dynamo does not
-inline. `self.w += 1` in an `autograd.Function` forward or a
-`nested_compile_region` body was an internal error that `fullgraph=False` did
-not fall back from.
-
-This PR adds `SideEffects.unsupported_module_mutation()`, raised wherever a
-change to an outer module's state is refused (attribute set and delete, and
-writes to the module's `__dict__`, `_parameters`, `_buffers` and `_modules`
-that its registering methods and container modules make), for both module
-variable kinds: the existing gb_type "nn.Module mutation in HigherOrderOp",
-with an explanation that says what the body did and names the module class
-(Dynamo already appends the HigherOrderOp's name). The aliased intermediate of `self.w += 1` in an
-`autograd.Function` forward or a `nested_compile_region` body, which those
-HigherOrderOps filter out of their outputs, becomes a graph break.
-
-Commits:
-{subjects}
-
-Related: #170369 asks that this graph break name the HigherOrderOp; #196199
-(open) reports this refusal for an outer module attribute in a `wrap` body.
-The refusal itself is kept: HigherOrderOps that opt in to side effects keep
-allowing these mutations (an `autograd.Function` forward, `invoke_subgraph`,
-checkpoint with `skip_fwd_side_effects_in_bwd_under_checkpoint`), in line
-with #168395 and #185738, which make side-effect and mutation support an
-opt-in per HigherOrderOp. The second commit is about the aliased
-intermediates that `invoke_subgraph` and, since #180921, an
-`autograd.Function` forward filter out of their subgraph's outputs: using
-one outside the subgraph becomes a graph break instead of an internal error.
-#180670 (closed) pruned aliased side-effect outputs of an `autograd.Function`
-forward, the same neighbourhood.
-
-## What changes for users
-
-Nothing that compiles today changes: mutation at the root, of modules created
-inside the body, under `torch.func` transforms, in an `autograd.Function`
-forward or a `nested_compile_region` body, under checkpoint with
-`skip_fwd_side_effects_in_bwd_under_checkpoint`, and the `fullgraph=False`
-fallback keep matching eager. Only the error of code that is already refused
-changes, with `fullgraph=True`:
-
-{table}
-
-(From a real run of the issue's reproducer and other ways of writing it on
-torch {torch_version}, before and after this patch. `map`, `cond` and
-`while_loop` wrap the graph break in an `UncapturedHigherOrderOpError`, as
-before; `wrap` and checkpoint raise it as `Unsupported`.)
-
-**BC note.** Code that matched the old graph-break types or texts of these
-refusals ("HOP: Unsafe side effect", "HOP: Non-nullified side effect" for an
-`nn.Module`) now sees "nn.Module mutation in HigherOrderOp". `self.w += 1` in
-an `autograd.Function` forward (or a `nested_compile_region` body) raised
-`InternalTorchDynamoError` and now raises
-`Unsupported` ("HOP: aliased intermediate used outside the subgraph"), and
-with `fullgraph=False` falls back to eager instead of failing. A new
-attribute of an outer plain object in a HigherOrderOp body gets "HOP: Unsafe
-side effect" instead of the repr of an `AttributeError`.
-`graph_break_registry.json` gets the new entry of GB1177 and a new gb_type.
-
-## Cost
-
-Every store reaches the new helper only where Dynamo already refused it; a
-parameter, buffer or submodule store asks `tx.output.is_root_tracer()` first.
-Dynamo traces of workloads that refuse nothing, {cost(version)}
+Base: v{version}. PyTorch main cannot be checked out where this was made:
+the Dynamo hunks are made on the v{version} sources, the test hunks on the
+stored texts of main's test files that the series' UPSTREAM file names
+(main's current text of test/higher_order_ops/test_invoke_subgraph.py
+could not be established), so a rebase onto main may be needed.
 
 ## Test plan
 
-Run on torch {torch_version} (CPU), with and without this PR:
+{chr(10).join(plan)}
 
-- `{patched["command"]}` (new, {patched["tests"]} tests: every form of the
-  mutation in every HigherOrderOp that refuses it, on inlined and non-inlined
-  modules, and the controls above; its helpers, and the issue's reproducer,
-  are in the new `test/dynamo/_hop_mutation_test_utils.py`): with this PR
-  {patched["passed"]} of {patched["tests"]} passed in {patched["seconds"]} s \
-(exit code {patched["exit_code"]}); without it {pristine["failed"]} failed (the error
-  tests) and {pristine["passed"]} passed (the controls), exit code \
-{pristine["exit_code"]}.
-{upstream_plan(version)}
-{checks_plan(version)}
+With the whole stack:
+{whole}
 
-Changed tests: `test/dynamo/_test_misc_part4.py::test_map_side_effects`
-asserts the new explanation instead of any error that names `map_impl`;
-`test/higher_order_ops/test_invoke_subgraph.py::test_side_effect_with_aliased_intermediate`
-asserts the graph break instead of the internal error.
-
-Not run here: lintrunner itself and mypy's daemon over the whole tree (the
-checks above are their settings on the changed files), and CUDA tests.
+Not run here: lintrunner itself, mypy over the whole tree, CUDA tests.
 """
+
+
+def slug(patch: series.Patch) -> str:
+    return patch.path.name.split("-", 1)[1].removesuffix(".patch")
 
 
 def main() -> int:
     install = InstalledTorch.find()
     version = install.version
     found = series.load_series(bundle.data_root() / "patches", version)
-    OUT.mkdir(parents=True, exist_ok=True)
-    patch = OUT / f"fix-{ISSUE}.patch"
-    torchpatch("export", "--torch-version", version, str(patch))
-    check_applies(patch, found, install.root)
-    table, tests = before_after(version)
-    title = f"[dynamo] {found.patches[0].subject.removeprefix('[dynamo] ')}"
-    text = f"# {title}\n\n{body(version, table, tests, found)}"
-    (OUT / "PR.md").write_text(text)
-    (OUT / "results.json").write_text(json.dumps(tests, indent=2) + "\n")
+    author = identity()
+    shutil.rmtree(OUT, ignore_errors=True)
+    OUT.mkdir(parents=True)
+    adds = {t.upstream: t for t in found.exported_tests if t.runs}
+    for number, patch in enumerate(found.patches, 1):
+        name = f"{number:02d}-{slug(patch)}"
+        text = re.sub(
+            r"^From: .*(?:\n .*)*$", f"From: {author}", patch.read().decode(),
+            count=1, flags=re.MULTILINE,
+        )  # fmt: skip
+        (OUT / f"{name}.patch").write_text(text)
+        created = [adds[f] for f in patch.files if f in adds]
+        added = before_after(version, created[0]) if created else None
+        (OUT / f"{name}.md").write_text(
+            f"# {patch.subject}\n\nAuthor: {author}\n\n"
+            + body(version, found, number, added)
+        )
+        print(f"wrote {OUT / name}.patch and .md")
     torchpatch("apply")
-    print(f"wrote {patch} and {OUT / 'PR.md'} (torch {metadata.version('torch')})")
-    print(f"{tests['test']}: patched {tests['patched']}, pristine {tests['pristine']}")
     return 0
 
 

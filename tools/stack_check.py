@@ -16,7 +16,8 @@ for each commit:
 
 The torch states are a hard-linked copy of this virtualenv whose touched
 files are replaced by writing new files and renaming them into place, so
-the original venv is never written. Prints a line per commit and state.
+the original venv is never written. Prints a line per commit and state,
+and writes build/stack-check/results.json for `make pr`.
 
     python -m tools.stack_check     # with the newest release's venv python
 """
@@ -24,6 +25,7 @@ the original venv is never written. Prints a line per commit and state.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import shutil
@@ -181,6 +183,7 @@ def main() -> int:
         ).stdout.strip())  # fmt: skip
         tree = WORK / "tree"
         commits = make_tree(tree, site, found)
+        runs: list[dict[str, object]] = []
         torch_files = [f for f in found.files if f.startswith("torch/")]
         for number, commit in enumerate(commits, 1):
             subject = git(tree, "log", "-1", "--format=%s", commit).strip()
@@ -204,9 +207,15 @@ def main() -> int:
                     counts = {
                         o: list(results.values()).count(o) for o in ("passed", "failed")
                     }
+                    runs.append({"commit": number, "subject": subject, "file": path,
+                                 "driver": driver(tree, path), "tests": names,
+                                 "state": state, **counts})  # fmt: skip
                     print(
                         f"  {state:6} {path}: {counts['passed']} passed, {counts['failed']} failed"
                     )
+        (WORK / "results.json").write_text(json.dumps(
+            {"torch": install_.full_version, "runs": runs, "problems": problems},
+            indent=2) + "\n")  # fmt: skip
     finally:
         shutil.rmtree(copy, ignore_errors=True)
     for problem in problems:

@@ -8,7 +8,8 @@ files for the series, under fix_tests/: `FILE` for one that only this
 project runs (an extended suite), `FILE -> PATH` for one the pull request
 adds as PATH under PyTorch's test/ (`torchpatch export` writes it there as a
 new file). A file named test_*.py is run; any other is a helper module the
-test files import. Each era keeps its own variant of a test file, and the
+test files import, as is a test file listed `FILE -> PATH (imported)`, whose
+tests another file of the series imports and runs in its own way. Each era keeps its own variant of a test file, and the
 series names the one that fits its release.
 
 A series is made against one release, its folder's name. An optional
@@ -39,6 +40,7 @@ _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 _DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
 _SUBJECT_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
 _EXPORTED_AS = "->"
+_IMPORTED = "(imported)"
 
 
 @dataclass(frozen=True)
@@ -56,11 +58,13 @@ class Patch:
 class TestFile:
     path: str  # in this repository, under fix_tests/
     upstream: str | None = None  # where the pull request adds it, if it does
+    imported: bool = False  # exported for the test files that import it
 
     @property
     def runs(self) -> bool:
-        """A test file; a helper module that test files import does not run."""
-        return Path(self.path).name.startswith("test_")
+        """A test file; a helper module, or a test file listed `(imported)`,
+        that other test files import does not run."""
+        return Path(self.path).name.startswith("test_") and not self.imported
 
     @property
     def exported_as(self) -> str:
@@ -173,6 +177,8 @@ def _load_tests(tests_file: Path, data_root: Path) -> tuple[TestFile, ...]:
     tests: list[TestFile] = []
     for where, line in _lines(tests_file):
         path, arrow, upstream = (part.strip() for part in line.partition(_EXPORTED_AS))
+        imported = upstream.endswith(_IMPORTED)
+        upstream = upstream.removesuffix(_IMPORTED).strip()
         if arrow and not upstream:
             raise MalformedSeries(f"{where}: {line!r} names no upstream path")
         trees = [(path, TESTS_DIR)] + ([(upstream, "test")] if arrow else [])
@@ -193,7 +199,7 @@ def _load_tests(tests_file: Path, data_root: Path) -> tuple[TestFile, ...]:
             raise MalformedSeries(f"{where}: {path!r} is listed twice")
         if arrow and any(upstream == t.upstream for t in tests):
             raise MalformedSeries(f"{where}: {upstream!r} is exported twice")
-        tests.append(TestFile(Path(path).as_posix(), upstream or None))
+        tests.append(TestFile(Path(path).as_posix(), upstream or None, imported))
     return tuple(tests)
 
 
