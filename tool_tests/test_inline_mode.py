@@ -109,6 +109,27 @@ def test_off_is_refused_where_inlining_is_always_on(tmp_path, how):
     assert proc.returncode != 0
     assert "always inlines nn modules" in proc.stdout + proc.stderr
     assert not (tmp_path / "mode.txt").exists()
+    if how == "pytest":
+        # pytest's usage error: one line, exit code 4, no traceback.
+        assert proc.returncode == 4
+        assert "INTERNALERROR" not in proc.stdout + proc.stderr
+        assert [line for line in proc.stderr.splitlines() if line.strip()] == [
+            f"ERROR: {ENV}=0: torch {torch_version()} always inlines nn modules"
+        ]
+
+
+def test_runner_prints_its_usage():
+    proc = subprocess.run([*RUNNER, "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("usage: python -m torchpatch.inline_mode")
+
+
+def torch_version() -> str:
+    proc = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.__version__)"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return proc.stdout.strip()
 
 
 @pytest.mark.parametrize("how", ["pytest", "runner"])

@@ -26,6 +26,13 @@ from pathlib import Path
 from typing import Any
 
 ENV = "TORCHDYNAMO_INLINE_INBUILT_NN_MODULES"
+USAGE = f"""\
+usage: python -m torchpatch.inline_mode TEST_FILE [ARGS...] | --modes | --help
+
+Runs TEST_FILE as `python TEST_FILE ARGS...` would, with
+torch._dynamo.config.inline_inbuilt_nn_modules set from {ENV}
+(0 or 1; unset keeps the release's default). --modes prints the modes this
+torch has. As a pytest plugin, {ENV}=0|1 pytest ... does the same."""
 
 
 def requested() -> bool | None:
@@ -86,15 +93,19 @@ def describe() -> str:
 
 
 def pytest_configure(config: Any) -> None:
-    if requested() is None:
-        return
-    import importlib.util
+    import pytest
 
-    if importlib.util.find_spec("torch") is None:
-        import pytest
+    try:
+        if requested() is None:
+            return
+        import importlib.util
 
-        raise pytest.UsageError(f"{ENV} is set, but torch is not installed")
-    apply()
+        if importlib.util.find_spec("torch") is None:
+            raise SystemExit(f"{ENV} is set, but torch is not installed")
+        apply()
+    except SystemExit as refused:
+        # A mode this torch cannot run: pytest's usage error, one line.
+        raise pytest.UsageError(str(refused)) from None
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -109,9 +120,10 @@ def main(argv: list[str]) -> None:
     if sys.path and sys.path[0] in ("", os.getcwd()):
         del sys.path[0]
     if len(argv) < 2:
-        raise SystemExit(
-            "usage: python -m torchpatch.inline_mode TEST_FILE [ARGS...] | --modes"
-        )
+        raise SystemExit(USAGE)
+    if argv[1] in ("-h", "--help"):
+        print(USAGE)
+        return
     if argv[1] == "--modes":
         print(" ".join(modes()))
         return
