@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from killed import torchpatch_killed_after_first_write
+from killed import torchpatch_killed_after_first_write, torchpatch_killed_before_rename
 
 from torchpatch import bundle, series
 from torchpatch.cli import main
@@ -165,3 +165,29 @@ def test_killed_apply_and_revert_are_completed(real_install, capsys):
         else:
             for path, data in dynamo_sources().items():
                 assert real_install.matches_record(path, data), path
+
+
+def test_apply_killed_before_a_rename_leaves_nothing_after_revert(real_install, capsys):
+    # Killed at each of its writes in turn, between writing a file's new copy
+    # and renaming it into place: status names the copy it left, and revert
+    # leaves the folders exactly the wheel's, its RECORD and nothing else.
+    main(["revert"])
+    capsys.readouterr()
+    folders = {(real_install.root / p).parent for p in touched_torch_files()}
+    for number in range(1, len(touched_torch_files()) + 1):
+        assert torchpatch_killed_before_rename(number, "apply")
+        main(["status", "--json"])
+        strays = json.loads(capsys.readouterr().out)["stray_files"]
+        assert len(strays) == 1 and strays[0].endswith(".tmp"), strays
+        assert main(["revert"]) == 0
+        assert (
+            "removed 1 temporary file(s) a killed run left" in capsys.readouterr().out
+        )
+        for folder in folders:
+            for file in folder.iterdir():
+                relpath = file.relative_to(real_install.root).as_posix()
+                if file.is_file():
+                    assert real_install.matches_record(relpath, file.read_bytes()), (
+                        relpath
+                    )
+    capsys.readouterr()

@@ -13,6 +13,7 @@ import pytest
 from fakes import BUILTIN, SIDE_EFFECTS, SRC
 
 from torchpatch.cli import main
+from torchpatch.targets import InstalledTorch
 
 UNSHARE = ["unshare", "--user", "--map-root-user", "--mount"]
 
@@ -278,3 +279,27 @@ def test_an_unforeseen_os_error_is_one_line(run, install, monkeypatch):
     code, out, err = run("status")
     assert code == 1
     assert err == f"torchpatch: error: Permission denied: {install.site_packages}\n"
+
+
+@pytest.mark.parametrize(
+    "version, index",
+    [
+        ("2.13.0", ""),
+        ("2.13.0+cpu", " --index-url https://download.pytorch.org/whl/cpu"),
+        ("2.4.1+cu124", " --index-url https://download.pytorch.org/whl/cu124"),
+    ],
+)
+def test_reinstall_command_names_the_target_environment(tmp_path, version, index):
+    # The environment of --site-packages, not the one torchpatch runs in; a
+    # local version comes from PyTorch's own index, not PyPI.
+    venv = tmp_path / "other-venv"
+    site = venv / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").write_text("")
+    target = InstalledTorch(site, version.split("+")[0], version, {})
+    assert target.reinstall_command == (
+        f"{venv / 'bin' / 'python'} -m pip install --force-reinstall --no-deps "
+        f"torch=={version}{index}"
+    )

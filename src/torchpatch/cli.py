@@ -103,6 +103,8 @@ def _status(args: argparse.Namespace) -> int:
     print("files:")
     for file in report["files"]:
         print(f"  {_file_state(file):<19} {file['path']}")
+    for stray in report["stray_files"]:
+        print(f"  {'stray, killed run':<19} {stray} (apply or revert removes it)")
     return 0
 
 

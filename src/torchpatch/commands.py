@@ -32,6 +32,8 @@ def status(target: Target, series: Series) -> dict[str, Any]:
             "directory": str(series.directory),
         },
         "state": found.summary,
+        # Temporary files a killed apply or revert left; the next removes them.
+        "stray_files": writes.strays(target.root, _paths(target, series)),
         "patches": [
             {
                 "name": patch.name,
@@ -53,32 +55,42 @@ def status(target: Target, series: Series) -> dict[str, Any]:
 
 def apply(target: Target, series: Series, check: bool = False) -> Outcome:
     found = _inspect_unmodified(target, series)
+    removed = _remove_strays(target, series, check)
     if found.fully_applied:
         count = len(found.patches)
         carried = "the patch" if count == 1 else f"all {_patches(count)}"
         return Outcome(
-            [],
+            removed,
             f"already applied: {target.description} carries {carried} of "
-            f"{series.directory}; nothing to do",
+            f"{series.directory}; nothing to do{_strays(removed, check)}",
         )
     remaining = _patches_not(found, "applied")
     new = snapshots.patched(found.pristine, found.patches)
     changed = _write(target, found.current, new, check)
     verb = "would apply" if check else "applied"
     return Outcome(
-        changed, f"{verb} {_patches(len(remaining))} to {target.description}"
+        changed + removed,
+        f"{verb} {_patches(len(remaining))} to {target.description}"
+        f"{_strays(removed, check)}",
     )
 
 
 def revert(target: Target, series: Series, check: bool = False) -> Outcome:
     found = _inspect_unmodified(target, series)
+    removed = _remove_strays(target, series, check)
     if found.is_pristine:
-        return Outcome([], f"already pristine: {target.description}; nothing to do")
+        return Outcome(
+            removed,
+            f"already pristine: {target.description}; nothing to do"
+            f"{_strays(removed, check)}",
+        )
     carried = _patches_not(found, "not applied")
     changed = _write(target, found.current, found.pristine, check)
     if check:
         return Outcome(
-            changed, f"would revert {_patches(len(carried))} of {target.description}"
+            changed + removed,
+            f"would revert {_patches(len(carried))} of {target.description}"
+            f"{_strays(removed, check)}",
         )
     _verify_written(target, found.pristine)
     verified = (
@@ -87,9 +99,29 @@ def revert(target: Target, series: Series, check: bool = False) -> Outcome:
         else ""
     )
     return Outcome(
-        changed,
-        f"reverted {_patches(len(carried))} of {target.description}{verified}",
+        changed + removed,
+        f"reverted {_patches(len(carried))} of {target.description}{verified}"
+        f"{_strays(removed, check)}",
     )
+
+
+def _remove_strays(target: Target, series: Series, check: bool) -> list[str]:
+    """The temporary files a killed run left: removed, or with check listed."""
+    paths = _paths(target, series)
+    if check:
+        return writes.strays(target.root, paths)
+    return writes.remove_strays(target.root, paths)
+
+
+def _paths(target: Target, series: Series) -> list[str]:
+    return [path for path in series.files if target.includes(path)]
+
+
+def _strays(removed: list[str], check: bool) -> str:
+    if not removed:
+        return ""
+    verb = "would remove" if check else "removed"
+    return f"; {verb} {len(removed)} temporary file(s) a killed run left"
 
 
 def _write(target: Target, old: Snapshot, new: Snapshot, check: bool) -> list[str]:

@@ -63,10 +63,29 @@ class InstalledTorch:
         return base64.urlsafe_b64encode(digest).rstrip(b"=").decode() == expected.value
 
     @property
+    def python(self) -> str:
+        """The interpreter of the environment that holds this torch: its
+        venv's bin/python, this one if it is that environment's."""
+        for folder in self.root.parents:
+            if (folder / "pyvenv.cfg").is_file():
+                for name in ("bin/python", "Scripts/python.exe"):
+                    if (folder / name).exists():
+                        return str(folder / name)
+        if Path(sys.prefix).resolve() in self.root.parents:
+            return sys.executable
+        return f"<the python of {self.root}>"
+
+    @property
     def reinstall_command(self) -> str:
+        _, _, local = self.full_version.partition("+")
+        # A local version (+cpu, +cu124) is a build of PyTorch's own index,
+        # which PyPI does not serve.
+        index = (
+            f" --index-url https://download.pytorch.org/whl/{local}" if local else ""
+        )
         return (
-            f"{sys.executable} -m pip install --force-reinstall --no-deps "
-            f"torch=={self.full_version}"
+            f"{self.python} -m pip install --force-reinstall --no-deps "
+            f"torch=={self.full_version}{index}"
         )
 
     @property

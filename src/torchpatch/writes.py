@@ -2,7 +2,9 @@
 
 Each changed file is written to a new file beside it and renamed over it,
 so the old inode, which an installer may share with its package cache
-through a hard link, is never written to.
+through a hard link, is never written to. A process killed between the two
+leaves that new file, `.<name>.<random>.tmp`, beside the file: strays()
+finds such files of the series' files, and remove_strays() deletes them.
 """
 
 from __future__ import annotations
@@ -48,6 +50,27 @@ def write(root: Path, old: Snapshot, new: Snapshot) -> list[str]:
     for path in paths:
         _remove_bytecode(root / path)
     return paths
+
+
+def strays(root: Path, paths: list[str]) -> list[str]:
+    """The temporary files a killed write of one of paths left in root."""
+    found: set[str] = set()
+    for path in paths:
+        file = root / path
+        if file.parent.is_dir():
+            found.update(
+                str(stray.relative_to(root).as_posix())
+                for stray in file.parent.glob(f".{file.name}.*.tmp")
+            )
+    return sorted(found)
+
+
+def remove_strays(root: Path, paths: list[str]) -> list[str]:
+    """Delete strays(root, paths); return them."""
+    removed = strays(root, paths)
+    for stray in removed:
+        (root / stray).unlink(missing_ok=True)
+    return removed
 
 
 def _replace(file: Path, data: bytes | None) -> None:
