@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -190,4 +191,32 @@ def test_apply_killed_before_a_rename_leaves_nothing_after_revert(real_install, 
                     assert real_install.matches_record(relpath, file.read_bytes()), (
                         relpath
                     )
+    capsys.readouterr()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_exported_tests_import_on_their_release(real_install, tmp_path, capsys):
+    # What `torchpatch export` gives a user of this release: its test files,
+    # which must import (and collect) with this torch, on their own.
+    found = series.load_series(SERIES_ROOT, TORCH.version)
+    out = tmp_path / "fix.patch"
+    assert main(["export", "--torch-version", TORCH.version, str(out)]) == 0
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
+    subprocess.run(
+        ["git", "apply", "--include=test/dynamo/*hop_mutation*", str(out)],
+        cwd=tree,
+        check=True,
+    )
+    runs = [t.exported_as for t in found.exported_tests if t.runs]
+    assert runs
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "--collect-only", *runs],
+        cwd=tree, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert " tests collected" in proc.stdout or " test collected" in proc.stdout
     capsys.readouterr()
