@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from fix_tests._hop_mutation_test_utils import Issue126355, Model
+from fix_tests._hop_mutation_test_utils import Issue126355, Model, StateModel
 from torchpatch.inline_mode import set_mode
 
 # form: the module that writes it in a control_flow.map body.
@@ -29,6 +29,11 @@ FORMS: dict[str, Callable[[], torch.nn.Module]] = {
     "self.fresh = 1": lambda: Model("map", "new_attribute", "self"),
     "del self.w": lambda: Model("map", "delete_attribute", "self"),
     "self.lin.eval()": lambda: Model("map", "eval", "linear"),
+    'self.register_buffer("buf2", t)': lambda: StateModel("map", "register_buffer"),
+    'self.add_module("extra", m)': lambda: StateModel("map", "add_module"),
+    "self.layers.append(m)": lambda: StateModel("map", "module_list_append"),
+    'self.__dict__["n"] = 11': lambda: StateModel("map", "dunder_dict_setitem"),
+    'self._buffers["buf"] = t': lambda: StateModel("map", "buffers_setitem"),
 }
 
 
