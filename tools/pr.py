@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.demo import run_forms
-from tools.paths import BUILD, RESULTS, ROOT
+from tools.paths import BUILD, ROOT
 from tools.run import torchpatch
 from torchpatch import bundle, series
 from torchpatch.targets import InstalledTorch
@@ -81,8 +81,8 @@ def upstream_plan(version: str) -> str:
         if seed["mode"] is None:
             torch_state = "with" if seed["state"] == "patched" else "without"
             lines.append(
-                f"- `{seed['command']}` (this PR's test files), torch {version} "
-                f"{torch_state} this PR's fix: "
+                f"- `{seed['command']}` (the stack's test files), torch {version} "
+                f"{torch_state} the stack: "
                 + ("passed" if seed["passed"] else "failed")
                 + f" ({seed['ran']} test{'s' if seed['ran'] != 1 else ''})"
             )
@@ -96,8 +96,8 @@ def upstream_plan(version: str) -> str:
             + (f"; passing after only: {', '.join(gained)}" if gained else "")
         )
     lines.append(
-        "  (before: the unchanged test tree on torch without this PR; after: "
-        "the tree with this PR's test changes on torch with it. These are "
+        "  (before: the unchanged test tree on torch without the stack; after: "
+        "the tree with the stack's test changes on torch with it. These are "
         f"main's tests on the v{version} release: the tests that fail, fail "
         "in both states; they were compared, not investigated one by one.)"
     )
@@ -125,11 +125,11 @@ def checks_plan(version: str) -> str:
             f"check, on the {len(lint['files'])} changed files: "
             f"{len(lint['new_findings'])} new findings; registry {sync}"
         )
-    mypy = _last_result(
-        BUILD / "typecheck" / version / "results.json",
-        RESULTS / f"typecheck-{version}.json",
-    )
-    if mypy is not None:
+    # This checkout's run only: a committed result may predate the series.
+    mypy = _last_result(BUILD / "typecheck" / version / "results.json")
+    if mypy is None:
+        lines.append("- mypy: not run for this series here (`make typecheck`)")
+    else:
         lines.append(
             f"- `make typecheck` (mypy 1.16.0, upstream's mypy.ini settings, "
             f"following imports through torch): {len(mypy['new'])} new errors "
@@ -222,6 +222,26 @@ def own_tests(number: int, version: str) -> list[str]:
     return lines
 
 
+# What each PR relates to upstream, by its subject (checked against the
+# threads: #126355 is closed, PR 126444 made its test accept either message;
+# #170369 and #196199 are open; #169742 appends the HOP's name to every
+# error raised in a HOP body; #168395 is the issue asking for side effects
+# in selected HOPs; #180929 added the taint this stack's 0003 changes).
+RELATED = {
+    "[dynamo] Raise one graph break for nn.Module mutation inside a HOP body": (
+        "Related: #126355 (closed; test_map_side_effects is its test), #170369 "
+        "(open: name the HOP in this refusal, which #169742 now does for every "
+        "error raised in a HOP body), #196199 (open: `del` of an outer module's "
+        "attribute in a `wrap` body). The HOPs that allow side effects keep "
+        "allowing these changes (#168395 asks for side effects in selected HOPs)."
+    ),
+    "[dynamo] Graph break instead of crashing on an aliased HOP intermediate": (
+        "Related: #180929, which added the taint whose RuntimeError this turns "
+        "into a graph break; its author's review is wanted."
+    ),
+}
+
+
 def stack_list(found: series.Series, number: int) -> str:
     return "\n".join(
         f"* {'__->__ ' if n == number else ''}{p.subject}"
@@ -248,16 +268,17 @@ def body(
         )
         plan.append(
             "\nThe issue's reproducer and other ways to write the same change, "
-            f"compiled with `fullgraph=True` on torch {version} "
-            f"({metadata.version('torch')}) without and with the stack:\n\n{table}"
+            f"compiled with `fullgraph=True` on torch {metadata.version('torch')} "
+            f"without and with the stack:\n\n{table}"
         )
     whole = "\n".join(x for x in (upstream_plan(version), checks_plan(version)) if x)
+    related = f"\n{RELATED[patch.subject]}\n" if patch.subject in RELATED else ""
     return f"""\
 Stack (oldest at the bottom):
 {stack_list(found, number)}
 
 {message(patch)}
-
+{related}
 Base: v{version}. PyTorch main cannot be checked out where this was made:
 the Dynamo hunks are made on the v{version} sources, the test hunks on the
 stored texts of main's test files that the series' UPSTREAM file names
