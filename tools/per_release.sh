@@ -12,6 +12,9 @@ vars=
 while [ "$1" != "--" ]; do vars="$vars $1"; shift; done
 shift
 mkdir -p "$logs"
+# The linters' venv, which every release's target needs: built once here,
+# not by JOBS makes at the same time.
+make --no-print-directory .venvs/lint/.installed >/dev/null || exit 1
 printf '%s\n' "$@" | xargs -P "$jobs" -I{} sh -c '
   v={}; kept=$(test -d .venvs/torch-$v && echo yes)
   if make --no-print-directory '"$target"'-$v '"$vars"' > '"$logs"'/$v.log 2>&1
