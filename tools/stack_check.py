@@ -14,9 +14,9 @@ for each commit:
   HopModuleMutationControlTests of a test file it adds, which describe what
   already worked and pass on both.
 
-The torch states are a hard-linked copy of this virtualenv whose touched
-files are replaced by writing new files and renaming them into place, so
-the original venv is never written. Prints a line per commit and state,
+The torch states are the pristine hard-linked copy of this virtualenv
+(tools/torch_states.py), whose touched files torchpatch's writer replaces,
+so the original venv is never written. Prints a line per commit and state,
 and writes build/stack-check/results.json for `make pr`.
 
     python -m tools.stack_check     # with the newest release's venv python
@@ -32,30 +32,25 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from tools.paths import BUILD, ROOT
-from tools.run import pytest_command, torchpatch
+from tools.run import pytest_command
 from tools.teeth import CONTROLS
-from torchpatch import bundle, series
+from tools.torch_states import torch_states
+from tools.upstream_test import check, outcomes as upstream_outcomes, site_packages
+from torchpatch import bundle, series, snapshots, writes
 from torchpatch.targets import InstalledTorch
 
 WORK = BUILD / "stack-check"
 UPSTREAM = ROOT.parent / "shared" / "upstream" / "pytorch-main"
 SHIMS = Path(__file__).resolve().parent / "shims"
+IDENTITY = ("-c", "user.name=stack-check", "-c", "user.email=stack@localhost")
 HUNK = re.compile(r"^@@ -\S+ \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
 
 
 def git(tree: Path, *args: str) -> str:
-    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(tree.parent))
-    proc = subprocess.run(
-        ["git", "-c", "user.name=stack-check", "-c", "user.email=stack@localhost",
-         *args], cwd=tree, env=env, capture_output=True, text=True,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise SystemExit(f"stack-check: git {' '.join(args)}: {proc.stderr.strip()}")
-    return proc.stdout
+    return check(["git", *IDENTITY, *args], cwd=tree)
 
 
 def make_tree(tree: Path, site: Path, found: series.Series) -> list[str]:
@@ -129,14 +124,11 @@ def driver(tree: Path, path: str) -> str:
 
 
 def install(tree: Path, commit: str, site: Path, files: list[str]) -> None:
-    """Write the torch/ files of commit into site: new files, renamed into place."""
-    for relpath in files:
-        target = site / relpath
-        temporary = target.with_name(f".{target.name}.stack-check")
-        temporary.write_bytes(git(tree, "show", f"{commit}:{relpath}").encode())
-        os.replace(temporary, target)
-    for cache in (site / "torch" / "_dynamo").rglob("__pycache__"):
-        shutil.rmtree(cache, ignore_errors=True)
+    """Write the torch/ files of commit into site, as torchpatch writes."""
+    new: snapshots.Snapshot = {
+        f: git(tree, "show", f"{commit}:{f}").encode() for f in files
+    }
+    writes.write(site, snapshots.read(site, files), new)
 
 
 def outcomes(python: Path, tree: Path, test: str, names: list[str]) -> dict[str, str]:
@@ -150,37 +142,28 @@ def outcomes(python: Path, tree: Path, test: str, names: list[str]) -> dict[str,
             cwd=tree, env=dict(os.environ, PYTHONPATH=str(SHIMS)),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
         )  # fmt: skip
-        cases = ET.parse(report).getroot().iter("testcase")
-        results = {
-            f"{c.get('classname', '').rsplit('.', 1)[-1]}::{c.get('name')}": (
-                "failed" if {e.tag for e in c} & {"failure", "error"} else "passed"
-            )
-            for c in cases
-            if not names
-            or any(
-                c.get("name", "") == n or c.get("name", "").startswith(n + "_")
-                for n in names
-            )
-        }
-    return results
+        found = upstream_outcomes(report)
+
+    def selected(case: str) -> bool:
+        name = case.rpartition("::")[2]
+        return not names or any(name == n or name.startswith(n + "_") for n in names)
+
+    # upstream's outcome, as this check counts it: passed or failed.
+    return {
+        case: "passed" if outcome == "passed" else "failed"
+        for case, outcome in found.items()
+        if selected(case)
+    }
 
 
 def main() -> int:
     install_ = InstalledTorch.find()
     found = series.load_series(bundle.data_root() / "patches", install_.version)
     problems: list[str] = []
-    venv = Path(sys.prefix)
     WORK.mkdir(parents=True, exist_ok=True)
-    copy = WORK / "venv"
-    shutil.rmtree(copy, ignore_errors=True)
-    shutil.copytree(venv, copy, symlinks=True, copy_function=os.link)
-    python = copy / "bin" / "python"
-    try:
-        torchpatch("revert", python=python)
-        site = Path(subprocess.run(
-            [python, "-c", "import torch, pathlib; print(pathlib.Path(torch.__file__).parents[1])"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip())  # fmt: skip
+    with torch_states(Path(sys.prefix), WORK) as pythons:
+        python = pythons["pristine"]
+        site = site_packages(python)
         tree = WORK / "tree"
         commits = make_tree(tree, site, found)
         runs: list[dict[str, object]] = []
@@ -200,7 +183,7 @@ def main() -> int:
                     if not results:
                         problems.append(f"{subject}: {path}: no test ran {state}")
                     for case, outcome in sorted(results.items()):
-                        control = not names and case.startswith(CONTROLS)
+                        control = not names and f"{CONTROLS}::" in case
                         expected = "passed" if state == "after" or control else "failed"
                         if outcome != expected:
                             problems.append(f"{subject}: {state}: {case} {outcome}")
@@ -216,8 +199,6 @@ def main() -> int:
         (WORK / "results.json").write_text(json.dumps(
             {"torch": install_.full_version, "runs": runs, "problems": problems},
             indent=2) + "\n")  # fmt: skip
-    finally:
-        shutil.rmtree(copy, ignore_errors=True)
     for problem in problems:
         print(f"stack-check: {problem}", file=sys.stderr)
     return 1 if problems else 0
