@@ -152,7 +152,10 @@ bench-calls-%: .venvs/torch-%/.installed
 
 # The pull request against main: the newest release's series, exported, and
 # its description with a before/after table from a real run (build/pr/).
-pr: .venvs/torch-$(NEWEST)/.installed
+# The checks its test plan reports run first, on this series (about 20
+# minutes here): a body never cites a result of another series.
+pr: stack-check upstream-test-$(NEWEST) typecheck-$(NEWEST) .venvs/lint/.installed
+	.venvs/torch-$(NEWEST)/bin/python -m tools.upstream_lint
 	.venvs/torch-$(NEWEST)/bin/python -m tools.pr
 
 # Maintainers: replay patches/torch-FROM onto release TO with git's

@@ -1,9 +1,14 @@
 # Owner(s): ["module: dynamo"]
 """
 Changing the state of an nn.Module created outside a HigherOrderOp body from
-inside it, where the HigherOrderOp does not allow side effects, is one graph
-break that names the change and the module, whatever the form of the change,
-for a module Dynamo inlines and one it does not (NNModuleVariable).
+inside it, where the HigherOrderOp does not allow side effects, is the graph
+break "nn.Module mutation in HigherOrderOp", which names the change and the
+module: setting an attribute (a parameter, buffer or plain attribute, `+=`,
+.eval()), deleting one, and changing one of the module's own dicts
+(register_buffer, add_module, ModuleList.append, a write to _buffers or
+__dict__). The same holds for a module Dynamo does not inline
+(NNModuleVariable), except `del`, which Dynamo cannot trace on such a module
+even outside a HigherOrderOp: it keeps that error.
 """
 
 import copy
@@ -21,6 +26,7 @@ from torch.testing._internal.common_utils import (
 from torch.utils.checkpoint import checkpoint
 
 GB_TYPE = "nn.Module mutation in HigherOrderOp"
+CHECKPOINT_CONFIG = "skip_fwd_side_effects_in_bwd_under_checkpoint = True"
 
 
 def while_loop_body(body, x):
@@ -72,6 +78,10 @@ def set_int(m):
     m.n = 5
 
 
+def set_new_int(m):
+    m.fresh = 5
+
+
 def delete_buffer(m):
     del m.buf
 
@@ -85,11 +95,15 @@ def setitem_dunder_dict(m):
 
 
 # {form: (the change, what the graph break says it did, to which module)}
-FORMS = {
+ATTRIBUTE_FORMS = {
     "iadd": (iadd, "set attribute 'w' of", "Model"),
     "set_tensor": (set_tensor, "set attribute 'buf' of", "Model"),
     "set_int": (set_int, "set attribute 'n' of", "Model"),
+    "set_new_int": (set_new_int, "set attribute 'fresh' of", "Model"),
+    "eval": (lambda m: m.eval(), "set attribute 'training' of", "Model"),
     "delete_buffer": (delete_buffer, "delete attribute 'buf' of", "Model"),
+}
+DICT_FORMS = {
     "register_buffer": (
         lambda m: m.register_buffer("extra", torch.ones(2)),
         "change the _buffers of",
@@ -102,11 +116,15 @@ FORMS = {
     ),
     "setitem_buffers": (setitem_buffers, "change the _buffers of", "Model"),
     "setitem_dunder_dict": (setitem_dunder_dict, "change the __dict__ of", "Model"),
-    "eval": (lambda m: m.eval(), "set attribute 'training' of", "Model"),
     "append_module_list": (
         lambda m: m.layers.append(torch.nn.Identity()),
         "change the _modules of",
         "ModuleList",
+    ),
+    "register_parameter": (
+        lambda m: m.register_parameter("extra", m.w),
+        "change the _parameters of",
+        "Model",
     ),
     "register_buffer_submodule": (
         lambda m: m.lin.register_buffer("extra", torch.ones(2)),
@@ -114,6 +132,7 @@ FORMS = {
         "Linear",
     ),
 }
+FORMS = {**ATTRIBUTE_FORMS, **DICT_FORMS}
 
 
 class Model(torch.nn.Module):
@@ -136,15 +155,20 @@ class Model(torch.nn.Module):
         return self.hop(body, x)
 
 
+def tensor_state(t):
+    return t.clone(), t.requires_grad, t.grad_fn is not None
+
+
 def state(model):
     """What a form can change: the module's own dicts and attributes."""
     return (
-        {k: v.clone() for k, v in model._parameters.items()},
-        {k: v.clone() for k, v in model._buffers.items()},
+        {k: tensor_state(v) for k, v in model._parameters.items()},
+        {k: tensor_state(v) for k, v in model._buffers.items()},
         {k: type(v) for k, v in model._modules.items()},
         [type(m) for m in model.layers],
         dict(model.lin._buffers),
         model.n,
+        "fresh" in vars(model),
         model.training,
     )
 
@@ -172,32 +196,72 @@ class HopModuleMutationErrorTests(torch._dynamo.test_case.TestCase):
                 compiled(make_input(hop))
             self.assertEqual(cm.exception.gb_type, GB_TYPE)
         self.assertIn(f"Explanation: {explanation}", str(cm.exception))
+        if hop != "checkpoint":
+            self.assertNotIn(CHECKPOINT_CONFIG, str(cm.exception))
         self.assertEqual(state(model), before)
+        return str(cm.exception)
+
+    @parametrize("form", list(ATTRIBUTE_FORMS))
+    def test_attribute_mutation_breaks(self, form):
+        self.assertModuleMutationBreak(Model("map", form), "map", form)
+
+    @parametrize("form", list(DICT_FORMS))
+    def test_dict_mutation_breaks(self, form):
+        self.assertModuleMutationBreak(Model("map", form), "map", form)
+
+    def test_frame_module_dict_mutation_breaks(self):
+        # A module created in the compiled frame, outside the body: its dicts
+        # have no source, and are found where its __init__ stored them.
+        class FrameModel(Model):
+            def forward(self, x):
+                self.layers = torch.nn.ModuleList([torch.nn.Identity()])
+                return super().forward(x)
+
+        model = FrameModel("map", "append_module_list")
+        self.assertModuleMutationBreak(model, "map", "append_module_list")
 
     @parametrize("hop", list(HOPS))
-    @parametrize("form", list(FORMS))
-    def test_mutation_breaks(self, hop, form):
-        self.assertModuleMutationBreak(Model(hop, form), hop, form)
+    def test_mutation_breaks_in_each_hop(self, hop):
+        self.assertModuleMutationBreak(Model(hop, "iadd"), hop, "iadd")
 
-    @parametrize("form", ["set_tensor", "set_int", "register_buffer", "eval"])
-    def test_nn_module_variable_mutation_breaks(self, form):
+    def assertNNModuleVariableMutationBreak(self, hop, form):
         # Dynamo does not inline this module: it installs it in the graph as
         # it is (an NNModuleVariable), as it does for torch.export.
-        model = Model("cond", form)
+        model = Model(hop, form)
         model.torchdynamo_force_dynamic = False
-        self.assertModuleMutationBreak(model, "cond", form)
+        return self.assertModuleMutationBreak(model, hop, form)
+
+    # Dynamo cannot trace `del` on such a module, even outside a HigherOrderOp.
+    @parametrize("form", [form for form in ATTRIBUTE_FORMS if form != "delete_buffer"])
+    def test_nn_module_variable_attribute_mutation_breaks(self, form):
+        self.assertNNModuleVariableMutationBreak("map", form)
+
+    @parametrize("form", list(DICT_FORMS))
+    def test_nn_module_variable_dict_mutation_breaks(self, form):
+        self.assertNNModuleVariableMutationBreak("map", form)
+
+    def test_nn_module_variable_checkpoint_break_has_no_config_hint(self):
+        # skip_fwd_side_effects_in_bwd_under_checkpoint does not allow it.
+        message = self.assertNNModuleVariableMutationBreak("checkpoint", "set_int")
+        self.assertNotIn(CHECKPOINT_CONFIG, message)
 
     def test_nested_hop_mutation_breaks(self):
         model = Model("cond", "set_int")
         model.hop = lambda body, x: HOPS["cond"](lambda t: control_flow_map(body, t), x)
         self.assertModuleMutationBreak(model, "cond", "set_int")
 
-    def test_checkpoint_break_hints_at_config(self):
-        model = Model("checkpoint", "set_int")
-        with self.assertRaisesRegex(
-            Unsupported, "skip_fwd_side_effects_in_bwd_under_checkpoint = True"
-        ):
-            torch.compile(model, backend="eager", fullgraph=True)(make_input(""))
+    def assertBreakHintsAtCheckpointConfig(self, form):
+        message = self.assertModuleMutationBreak(
+            Model("checkpoint", form), "checkpoint", form
+        )
+        self.assertIn(CHECKPOINT_CONFIG, message)
+
+    @parametrize("form", ["iadd", "set_int"])
+    def test_checkpoint_attribute_break_hints_at_config(self, form):
+        self.assertBreakHintsAtCheckpointConfig(form)
+
+    def test_checkpoint_dict_break_hints_at_config(self):
+        self.assertBreakHintsAtCheckpointConfig("register_buffer")
 
 
 class HopModuleMutationControlTests(torch._dynamo.test_case.TestCase):
@@ -212,7 +276,20 @@ class HopModuleMutationControlTests(torch._dynamo.test_case.TestCase):
     @parametrize("hop", list(ALLOWING_HOPS))
     @parametrize("form", ["set_tensor", "set_int", "register_buffer"])
     def test_allowing_hop_mutation_matches_eager(self, hop, form):
-        self.assertMatchesEager(Model(hop, form), hop)
+        model = Model(hop, form)
+        if hop == "autograd_function" and form != "set_int":
+            # A gap this test does not hide: the forward runs under no_grad in
+            # eager, so the tensor it stores on the module does not require
+            # grad; compiled, it does, with the Function's backward as grad_fn.
+            eager_model, compiled_model = model, copy.deepcopy(model)
+            x = make_input(hop)
+            eager_model(x)
+            torch.compile(compiled_model, backend="eager", fullgraph=True)(x)
+            name = "buf" if form == "set_tensor" else "extra"
+            self.assertFalse(eager_model._buffers[name].requires_grad)
+            self.assertIsNotNone(compiled_model._buffers[name].grad_fn)
+        else:
+            self.assertMatchesEager(model, hop)
 
     @parametrize("form", ["set_tensor", "set_int", "delete_buffer"])
     def test_checkpoint_mutation_allowed_by_config(self, form):

@@ -140,7 +140,7 @@ Attempted to set attribute 'w' of nn.Module Issue126355, which was created outsi
     @settings(max_examples=8, deadline=None)
     @given(
         outer=st.lists(st.sampled_from(("wrap", "cond")), min_size=1, max_size=2),
-        case=st.sampled_from(CASES),
+        case=st.sampled_from([c for c in CASES if not untraced_at_root(c[1])]),
     )
     def test_innermost_hop_is_named(self, outer, case):
         hop, mutation, target = case

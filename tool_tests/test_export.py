@@ -125,16 +125,21 @@ def test_export_to_a_path_that_cannot_be_written(run, tmp_path, where, reason):
     assert not out.exists()
 
 
-def _carry_the_test(upstream, data):
-    """A series whose last patch, the test commit, creates NEW_TEST itself."""
+def _carry_the_test(upstream, data, extended=None):
+    """A series whose test commit creates NEW_TEST itself, and whose last
+    patch, given extended, changes it to that text."""
     fakes.write_tree(upstream, {NEW_TEST: NEW_TEST_TEXT})
     fakes.git(upstream, "add", "-A")
     fakes.git(upstream, "commit", "-qm", "[dynamo] Test it\n\nThe new test.")
+    if extended is not None:
+        fakes.write_tree(upstream, {NEW_TEST: extended})
+        fakes.git(upstream, "commit", "-qam", "[dynamo] Test more\n\nOne more.")
     series_dir = data / "patches/torch-2.4.1"
     for patch in series_dir.glob("*.patch"):
         patch.unlink()
+    first = "HEAD~3" if extended is None else "HEAD~4"
     fakes.git(upstream, "format-patch", "-q", "--zero-commit", "-o",
-              str(series_dir), "HEAD~3")  # fmt: skip
+              str(series_dir), first)  # fmt: skip
     names = sorted(p.name for p in series_dir.glob("*.patch"))
     (series_dir / "series").write_text("\n".join(names) + "\n")
     return series_dir / names[-1]
@@ -175,6 +180,32 @@ def test_a_stale_carried_test_file_is_refused_then_refreshed(
         fakes.git(source_tree, "am", "-q", "--keep-non-patch", str(patch.path))
     assert (source_tree / NEW_TEST).read_bytes() == changed
     assert run("export", str(out))[0] == 0
+
+
+def test_a_carried_test_file_that_a_later_commit_extends(
+    run, upstream, data, source_tree, tmp_path
+):
+    # One commit creates the test file, the next adds a test to it: the
+    # series leaves the second text, which FILE must equal.
+    from torchpatch import export, series
+
+    extended = NEW_TEST_TEXT + b"\n\ndef test_more():\n    assert 2 + 2 == 4\n"
+    _carry_the_test(upstream, data, extended)
+    found = series.load_series(data / "patches", "2.4.1")
+    out = tmp_path / "upstream.patch"
+
+    (data / NEW_TEST_SOURCE).write_bytes(NEW_TEST_TEXT)  # the first text only
+    code, _, err = run("export", str(out))
+    assert code == 1
+    assert f"creates {NEW_TEST} unlike" in err
+    with pytest.raises(export.MalformedSeries, match="written by several patches"):
+        export.refresh_carried(found, data)
+
+    (data / NEW_TEST_SOURCE).write_bytes(extended)
+    assert run("export", str(out))[0] == 0
+    assert out.read_text().count(f"diff --git a/{NEW_TEST} ") == 2
+    fakes.git(source_tree, "apply", str(out))
+    assert (source_tree / NEW_TEST).read_bytes() == extended
 
 
 def test_a_helper_module_is_exported_and_not_run(run, data, tmp_path):

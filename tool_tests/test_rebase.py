@@ -267,3 +267,37 @@ def test_a_recorded_resolution_is_replayed(project: Path) -> None:
     assert run(project, fetch, "2.15.0", "2.13.0", "--no-prove") == 0
     (again,) = series.glob("*.patch")
     assert again.read_text() == made
+
+
+def test_a_patch_not_carried_may_be_context_of_a_later_one(project: Path) -> None:
+    # 2.15.0's second patch changes a line whose context holds the line its
+    # first patch changes, which 2.14.1 does not carry: the second does not
+    # apply on the base alone, so the replay applies both and drops the first.
+    before = "".join(BASE)
+    first = before.replace("line 20\n", "line 20, v2\n")
+    second = first.replace("line 23\n", "line 23, v2\n")
+    newer = make_series(project, "2.15.0", before, first)
+    repo = project.parent / "made-2.15.0"
+    (repo / FILE).write_text(second)
+    git = ["git", *rebase.AUTHOR]
+    subprocess.run(
+        [*git, "commit", "-qam", "[dynamo] Then\n\nMore."], cwd=repo, check=True
+    )
+    subprocess.run(
+        [*git, "format-patch", "-q", "--zero-commit", "-o", str(newer), "-1"],
+        cwd=repo,
+        check=True,
+    )
+    names = sorted(p.name for p in newer.glob("*.patch"))
+    (newer / "series").write_text("\n".join(names) + "\n")
+    (project / "torch-2.14.1" / "HEADER").write_text(
+        "Description: x\nNot-Carried: [dynamo] Raise one graph break\n"
+    )
+    (project / "torch-2.14.1" / "series").write_text("# none yet\n")
+    for patch in (project / "torch-2.14.1").glob("*.patch"):
+        patch.unlink()
+    fetch = Releases({"2.15.0": before, "2.14.1": before})
+    assert run(project, fetch, "2.15.0", "2.14.1", "--no-prove") == 0
+    (patch,) = (project / "torch-2.14.1").glob("*.patch")
+    assert "+line 23, v2" in patch.read_text()
+    assert "+line 20, v2" not in patch.read_text()

@@ -11,12 +11,14 @@ own tests. It writes, under build/pr/:
 - NN-<name>.md: the PR's title and body: the commit message (what and why),
   the stack, the base, and a test plan of commands this project ran, each
   with its result: the PR's own tests before and after it
-  (build/stack-check/results.json, from `make stack-check`); for the PR that
-  adds test/dynamo/test_hop_mutation.py, a run of it as PyTorch's CI runs it
-  and a before/after table of the issue's reproducer (tools/reproducer.py);
+  (build/stack-check/results.json, from `make stack-check`); for the last PR
+  that changes test/dynamo/test_hop_mutation.py, a run of it as PyTorch's
+  CI runs it and a before/after table of the issue's reproducer
+  (tools/reproducer.py), each without and with the whole stack;
   with the whole stack, PyTorch's own test files (the last `make
-  upstream-test` of this release) and upstream's lint and mypy. Results
-  that have not been produced here are said to be missing, never assumed.
+  upstream-test` of this release) and upstream's lint and mypy. `make pr`
+  runs those checks first, so the results are of the series being written;
+  a result that is missing stops it, naming the target that makes it.
 
 It leaves the venv's torch patched.
 """
@@ -40,6 +42,14 @@ from torchpatch.targets import InstalledTorch
 
 OUT = BUILD / "pr"
 STACK = BUILD / "stack-check" / "results.json"
+
+
+def result(path: Path, target: str) -> dict[str, Any]:
+    """A check's results, which `make pr` has just written."""
+    if not path.is_file():
+        raise SystemExit(f"pr: {path.relative_to(ROOT)} is missing: run `{target}`")
+    found: dict[str, Any] = json.loads(path.read_text())
+    return found
 
 
 def run_test_file(path: Path, upstream: str) -> dict[str, Any]:
@@ -69,13 +79,10 @@ def run_test_file(path: Path, upstream: str) -> dict[str, Any]:
 
 def upstream_plan(version: str) -> str:
     """PyTorch's own tests as the last `make upstream-test` ran them."""
-    results = BUILD / "upstream-test" / f"torch-{version}" / "results.json"
-    if not results.is_file():
-        return (
-            "- PyTorch's own test files: not run for this release here "
-            "(`make upstream-test TORCH=<release>`)."
-        )
-    found = json.loads(results.read_text())
+    found = result(
+        BUILD / "upstream-test" / f"torch-{version}" / "results.json",
+        f"make upstream-test TORCH={version}",
+    )
     lines = []
     for seed in found["seeds"]:
         if seed["mode"] is None:
@@ -104,39 +111,28 @@ def upstream_plan(version: str) -> str:
     return "\n".join(lines)
 
 
-def _last_result(*candidates: Path) -> dict[str, Any] | None:
-    """The first of candidates that a run wrote, read."""
-    for path in candidates:
-        if path.is_file():
-            result: dict[str, Any] = json.loads(path.read_text())
-            return result
-    return None
-
-
 def checks_plan(version: str) -> str:
     """Upstream's lint and mypy on the changed files, as this project last ran
     them (tools/upstream_lint.py in make test, make typecheck)."""
-    lines = []
-    lint = _last_result(BUILD / "upstream-lint" / version / "results.json")
-    if lint is not None:
-        sync = "in sync" if lint["registry_in_sync"] else "NOT in sync"
-        lines.append(
-            f"- ruff and flake8 with upstream's settings, and the GB_REGISTRY "
-            f"check, on the {len(lint['files'])} changed files: "
-            f"{len(lint['new_findings'])} new findings; registry {sync}"
-        )
+    lint = result(
+        BUILD / "upstream-lint" / version / "results.json",
+        "python -m tools.upstream_lint",
+    )
     # This checkout's run only: a committed result may predate the series.
-    mypy = _last_result(BUILD / "typecheck" / version / "results.json")
-    if mypy is None:
-        lines.append("- mypy: not run for this series here (`make typecheck`)")
-    else:
-        lines.append(
-            f"- `make typecheck` (mypy 1.16.0, upstream's mypy.ini settings, "
-            f"following imports through torch): {len(mypy['new'])} new errors "
-            f"({mypy['errors']['pristine']} before, {mypy['errors']['patched']} "
-            "after, in the release's own sources)"
-        )
-    return "\n".join(lines)
+    mypy = result(
+        BUILD / "typecheck" / version / "results.json",
+        f"make typecheck TORCH={version}",
+    )
+    sync = "in sync" if lint["registry_in_sync"] else "NOT in sync"
+    return (
+        f"- ruff and flake8 with upstream's settings, and the GB_REGISTRY "
+        f"check, on the {len(lint['files'])} changed files: "
+        f"{len(lint['new_findings'])} new findings; registry {sync}\n"
+        f"- `make typecheck` (mypy 1.16.0, upstream's mypy.ini settings, "
+        f"following imports through torch): {len(mypy['new'])} new errors "
+        f"({mypy['errors']['pristine']} before, {mypy['errors']['patched']} "
+        "after, in the release's own sources)"
+    )
 
 
 def cell(error: dict[str, Any]) -> str:
@@ -190,12 +186,10 @@ def message(patch: series.Patch) -> str:
 
 def own_tests(number: int, version: str) -> list[str]:
     """The PR's own tests before and after it, from make stack-check."""
-    if not STACK.is_file():
-        return ["- its own tests: not run (`make stack-check`)"]
-    found = json.loads(STACK.read_text())
+    found = result(STACK, "make stack-check")
     runs = [r for r in found["runs"] if r["commit"] == number]
     if not runs:
-        return ["- its own tests: not in the last `make stack-check`"]
+        raise SystemExit(f"pr: PR {number} is not in the last `make stack-check`")
     lines = []
     for path in dict.fromkeys(r["file"] for r in runs):
         by_state = {r["state"]: r for r in runs if r["file"] == path}
@@ -222,22 +216,26 @@ def own_tests(number: int, version: str) -> list[str]:
     return lines
 
 
-# What each PR relates to upstream, by its subject (checked against the
-# threads: #126355 is closed, PR 126444 made its test accept either message;
-# #170369 and #196199 are open; #169742 appends the HOP's name to every
-# error raised in a HOP body; #168395 is the issue asking for side effects
-# in selected HOPs; #180929 added the taint this stack's 0003 changes).
+# What each PR relates to upstream, by its subject, as the search tool's
+# stored threads show them (read 2026-12-04): #126355 closed (PR 126444 made
+# its test accept either message); #170369 stored as open, its last comment
+# (2026-05-23) could not reproduce it and asks to reopen if seen; #196199
+# open; #169742 closed, and v2.15.0 has its add_hop_context; #168395 asks
+# for side effects in selected HOPs; #180929 closed after a merge command.
 RELATED = {
-    "[dynamo] Raise one graph break for nn.Module mutation inside a HOP body": (
-        "Related: #126355 (closed; test_map_side_effects is its test), #170369 "
-        "(open: name the HOP in this refusal, which #169742 now does for every "
-        "error raised in a HOP body), #196199 (open: `del` of an outer module's "
-        "attribute in a `wrap` body). The HOPs that allow side effects keep "
-        "allowing these changes (#168395 asks for side effects in selected HOPs)."
-    ),
     "[dynamo] Graph break instead of crashing on an aliased HOP intermediate": (
-        "Related: #180929, which added the taint whose RuntimeError this turns "
-        "into a graph break; its author's review is wanted."
+        "Related: #180929 (closed), which added the taint whose RuntimeError "
+        "this turns into a graph break; its author's review is wanted."
+    ),
+    "[dynamo] Name the change and the module in the nn.Module mutation graph break": (
+        "Related: #126355 (closed), whose test is test_map_side_effects; "
+        "#170369 asks to name the HOP in a side-effect break (its thread as "
+        "stored here: open, with a last comment of 2026-05-23 that could not "
+        "reproduce it on main; whether it is still open was not confirmed); "
+        "#196199 (open): changing an outer module's attribute in a `wrap` "
+        "body is not supported. The HOPs that allow side effects keep "
+        "allowing these changes (#168395 asks for side effects in selected "
+        "HOPs)."
     ),
 }
 
@@ -291,8 +289,6 @@ could not be established), so a rebase onto main may be needed.
 
 With the whole stack:
 {whole}
-
-Not run here: lintrunner itself, mypy over the whole tree, CUDA tests.
 """
 
 
@@ -307,7 +303,8 @@ def main() -> int:
     author = identity()
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True)
-    adds = {t.upstream: t for t in found.exported_tests if t.runs}
+    (test,) = [t for t in found.exported_tests if t.runs]
+    last = max(n for n, p in enumerate(found.patches, 1) if test.exported_as in p.files)
     for number, patch in enumerate(found.patches, 1):
         name = f"{number:02d}-{slug(patch)}"
         text = re.sub(
@@ -315,8 +312,7 @@ def main() -> int:
             count=1, flags=re.MULTILINE,
         )  # fmt: skip
         (OUT / f"{name}.patch").write_text(text)
-        created = [adds[f] for f in patch.files if f in adds]
-        added = before_after(version, created[0]) if created else None
+        added = before_after(version, test) if number == last else None
         (OUT / f"{name}.md").write_text(
             f"# {patch.subject}\n\nAuthor: {author}\n\n"
             + body(version, found, number, added)

@@ -268,8 +268,26 @@ def start(job: Job, fetch: Fetch) -> bool:
             print(
                 f"rebase: not carried to torch-{job.to_release}: {patch.name} (it has none)"
             )
-    patches = [str(p.path.resolve()) for p in replayed]
-    applied = git(job.work, "am", "-q", "-3", "--keep-non-patch", *patches, check=False)
+    applied = _am(job, replayed)
+    if applied.returncode != 0 and replayed != list(found.patches):
+        # A later patch's context may hold lines of one not carried: apply
+        # them all, then drop those, newest first, replaying the rest with
+        # git's three-way merge.
+        git(job.work, "am", "--abort", check=False)
+        git(job.work, "reset", "-q", "--hard", "base")
+        applied = _am(job, found.patches)
+        commits = git(job.work, "rev-list", "--reverse", "base..series").stdout.split()
+        for patch, commit in reversed(list(zip(found.patches, commits))):
+            if patch not in replayed and applied.returncode == 0:
+                applied = git(
+                    job.work,
+                    "rebase",
+                    "-q",
+                    "--onto",
+                    f"{commit}~",
+                    commit,
+                    check=False,
+                )
     if applied.returncode != 0:
         raise RebaseError(
             f"patches/torch-{job.from_release} does not apply to its own base, "
@@ -282,6 +300,11 @@ def start(job: Job, fetch: Fetch) -> bool:
     if not (rebased.returncode == 0 or replay_recorded(job)):
         return False
     return apply_own(job, kept)
+
+
+def _am(job: Job, patches: Sequence[series_.Patch]) -> subprocess.CompletedProcess[str]:
+    paths = [str(p.path.resolve()) for p in patches]
+    return git(job.work, "am", "-q", "-3", "--keep-non-patch", *paths, check=False)
 
 
 def apply_own(job: Job, kept: Sequence[series_.Patch]) -> bool:

@@ -9,14 +9,16 @@ created at PATH. A file that several patches touch gets one section per
 patch; git applies them in order.
 
 A series whose test commit already creates PATH (so that `git am` of the
-series gives the whole pull request) carries that file: export adds no
-second section, and refuses a series whose carried copy differs from FILE.
-`refresh_carried` rewrites the carried copy from FILE.
+series gives the whole pull request) carries that file, which later commits
+may extend: export adds no second section, and refuses a series that leaves
+PATH unlike FILE. `refresh_carried` rewrites the carried copy from FILE
+where one commit alone writes it.
 """
 
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,6 +77,11 @@ def refresh_carried(series: Series, data_root: Path) -> list[Path]:
     """Rewrite each carried test file's section from FILE; the patches changed."""
     changed = []
     for test, patch in _stale(series, data_root):
+        if sum(test.exported_as in p.files for p in series.patches) > 1:
+            raise MalformedSeries(
+                f"{test.exported_as} is written by several patches of "
+                f"{series.directory}: edit the stack, then copy its text to {test.path}"
+            )
         text = patch.read()
         head, sep, rest = text.partition(_DIFFSTAT_SEPARATOR)
         start, end = _section(rest, test.exported_as)
@@ -98,10 +105,26 @@ def _stale(series: Series, data_root: Path) -> Iterator[tuple[TestFile, Patch]]:
     for test in series.exported_tests:
         patch = _carrier(series, test)
         if patch is not None and (
-            _added_file(patch.read(), test.exported_as)
-            != (data_root / test.path).read_bytes()
+            _carried_text(series, test, patch) != (data_root / test.path).read_bytes()
         ):
             yield test, patch
+
+
+def _carried_text(series: Series, test: TestFile, carrier: Patch) -> bytes | None:
+    """What the series leaves at test's upstream path: the file its carrier
+    creates, with the changes of the patches after it."""
+    created = _added_file(carrier.read(), test.exported_as)
+    later = series.patches[series.patches.index(carrier) + 1 :]
+    if created is None or not any(test.exported_as in p.files for p in later):
+        return created
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / test.exported_as
+        path.parent.mkdir(parents=True)
+        path.write_bytes(created)
+        for patch in later:
+            if test.exported_as in patch.files:
+                git.apply(patch.path, Path(tmp), [test.exported_as])
+        return path.read_bytes()
 
 
 def _carrier(series: Series, test: TestFile) -> Patch | None:
