@@ -268,30 +268,22 @@ def start(job: Job, fetch: Fetch) -> bool:
             print(
                 f"rebase: not carried to torch-{job.to_release}: {patch.name} (it has none)"
             )
-    applied = _am(job, replayed)
-    if applied.returncode != 0 and replayed != list(found.patches):
-        # A later patch's context may hold lines of one not carried: apply
-        # them all, then drop those, newest first, replaying the rest with
-        # git's three-way merge.
-        git(job.work, "am", "--abort", check=False)
-        git(job.work, "reset", "-q", "--hard", "base")
-        applied = _am(job, found.patches)
-        commits = git(job.work, "rev-list", "--reverse", "base..series").stdout.split()
-        for patch, commit in reversed(list(zip(found.patches, commits))):
-            if patch not in replayed and applied.returncode == 0:
-                applied = git(
-                    job.work,
-                    "rebase",
-                    "-q",
-                    "--onto",
-                    f"{commit}~",
-                    commit,
-                    check=False,
-                )
+    # FROM's series is applied whole, then each patch not carried is dropped,
+    # newest first: the later ones are replayed without it by git's
+    # three-way merge (their context may hold its lines).
+    patches = [str(p.path.resolve()) for p in found.patches]
+    applied = git(job.work, "am", "-q", "-3", "--keep-non-patch", *patches, check=False)
+    commits = git(job.work, "rev-list", "--reverse", "base..series").stdout.split()
+    for patch, commit in reversed(list(zip(found.patches, commits))):
+        if patch not in replayed and applied.returncode == 0:
+            applied = git(
+                job.work, "rebase", "-q", "--onto", f"{commit}~", commit, check=False
+            )
     if applied.returncode != 0:
         raise RebaseError(
             f"patches/torch-{job.from_release} does not apply to its own base, "
-            f"torch {job.from_release}'s files: {applied.stdout.strip()[-300:]}"
+            f"torch {job.from_release}'s files, without the patches "
+            f"torch-{job.to_release} does not carry: {applied.stdout.strip()[-300:]}"
         )
     git(job.work, "checkout", "-q", "-b", "onto", "base")
     write_tree(job.work, paths, job.to_release, fetch)
@@ -300,11 +292,6 @@ def start(job: Job, fetch: Fetch) -> bool:
     if not (rebased.returncode == 0 or replay_recorded(job)):
         return False
     return apply_own(job, kept)
-
-
-def _am(job: Job, patches: Sequence[series_.Patch]) -> subprocess.CompletedProcess[str]:
-    paths = [str(p.path.resolve()) for p in patches]
-    return git(job.work, "am", "-q", "-3", "--keep-non-patch", *paths, check=False)
 
 
 def apply_own(job: Job, kept: Sequence[series_.Patch]) -> bool:
