@@ -4,6 +4,7 @@ record, marked as made before its series changed."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,27 @@ def test_a_release_without_a_new_proof_is_marked_stale(
     assert "| 2.14.0 | 2.14.1 |" in text
     assert "not since the series changed" in text
     assert release_table.check() == 0
+
+
+def test_an_old_proof_of_an_unchanged_series_is_kept_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Made at this checkout's HEAD, with the series and tests as they are:
+    # still a proof of them, not marked.
+    head = subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"],
+        cwd=release_table.ROOT, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    old = {**record("2.15.0", "2.15.0"), "commit": head, "stale": True}
+    old["tests"] = ["fix_tests/test_hop_mutation.py"]
+    records, results = tmp_path / "records", tmp_path / "releases.json"
+    records.mkdir()
+    results.write_text(json.dumps({"releases": [old]}))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"x\n{release_table.BEGIN}\n{release_table.END}\n")
+    monkeypatch.setattr(release_table, "RECORDS", records)
+    monkeypatch.setattr(release_table, "RELEASES", results)
+    monkeypatch.setattr(release_table, "README", readme)
+    monkeypatch.setattr(release_table, "served_releases", lambda _: {"2.15.0": None})
+    assert release_table.record() == 0
+    assert f"| yes | 2026-12-01 at {head} |" in readme.read_text()

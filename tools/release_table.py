@@ -6,14 +6,16 @@
 --record gathers build/releases/<release>.json (written by tools/prove.py)
 for every release a series serves into results/releases.json, and rewrites
 the table between README's release-table markers from it. A release without
-a new record keeps the one results/releases.json has, marked as made before
-its series last changed ("not since the series changed"), and is named; one
-without any record is left out of the table.
+a new record keeps the one results/releases.json has; where its series or
+test files changed since the commit that record names, it is marked as made
+before ("not since the series changed") and named. One without any record
+is left out of the table.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from typing import Any
 
@@ -77,6 +79,18 @@ def readme_with(text: str, rendered: str) -> str:
     return f"{head}{BEGIN}\n{rendered}\n{END}{tail}"
 
 
+def changed_since(record: dict[str, Any]) -> bool:
+    """Whether the series or test files a record proved differ from this
+    checkout's, at the commit it names (a record of a dirty tree, or of an
+    unknown commit, counts as changed)."""
+    paths = [f"patches/torch-{record['series']}", *record["tests"]]
+    diff = subprocess.run(
+        ["git", "diff", "--quiet", record.get("commit", ""), "--", *paths],
+        cwd=ROOT, capture_output=True, check=False,
+    )  # fmt: skip
+    return diff.returncode != 0
+
+
 def record() -> int:
     served = served_releases(ROOT / "patches")
     before = (
@@ -89,10 +103,14 @@ def record() -> int:
         path = RECORDS / f"{release}.json"
         if path.is_file():
             records.append(json.loads(path.read_text()))
-        else:
+        elif release not in before:
             missing.append(release)
-            if release in before:
-                records.append({**before[release], "stale": True})
+        else:
+            old = {k: v for k, v in before[release].items() if k != "stale"}
+            if changed_since(old):
+                old["stale"] = True
+                missing.append(release)
+            records.append(old)
     RELEASES.parent.mkdir(parents=True, exist_ok=True)
     RELEASES.write_text(json.dumps({"releases": records}, indent=2) + "\n")
     README.write_text(readme_with(README.read_text(), table(records)))
