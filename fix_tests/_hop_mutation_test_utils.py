@@ -303,21 +303,9 @@ _DUNDER_DICT_SET = (
     "change the __dict__ of" if torch.__version__ >= (2, 12) else "set attribute 'n' of"
 )
 
-_DUNDER_DICT_DEL = (
-    "change the __dict__ of"
-    if torch.__version__ >= (2, 12)
-    else "delete attribute 'n' of"
-)
-
-# A container module Dynamo does not inline (an NNModuleVariable) is refused
-# at the call of its item assignment or deletion, which it does not trace.
-_SETITEM = "call __setitem__() on"
-_DELITEM = "call __delitem__() on"
-
 # Changes to a module's state through nn.Module's methods, its container
 # modules and its own dicts: name -> (mutation, what the break says the body
-# did, the class of the module it names[, what it says where the module is
-# not inlined]). Each ends in a write to the module's __dict__, _parameters,
+# did, the class of the module it names). Each ends in a write to the module's __dict__, _parameters,
 # _buffers or _modules, or in its __setattr__ or __delattr__.
 STATE_MUTATIONS = {
     "register_buffer": (_register_buffer, "change the _buffers of", "StateModel"),
@@ -335,35 +323,34 @@ STATE_MUTATIONS = {
         _module_list_setitem,
         "set attribute '0' of",
         "ModuleList",
-        _SETITEM,
     ),
     "module_list_delitem": (
         _module_list_delitem,
         "delete attribute '0' of",
         "ModuleList",
-        _DELITEM,
     ),
     "module_list_pop": (
         _module_list_pop,
         "delete attribute '0' of",
         "ModuleList",
-        _DELITEM,
     ),
     "module_dict_setitem": (
         _module_dict_setitem,
         "change the _modules of",
         "ModuleDict",
-        _SETITEM,
     ),
     "module_dict_pop": (
         _module_dict_pop,
         "change the _modules of",
         "ModuleDict",
-        _DELITEM,
     ),
     "sequential_append": (_sequential_append, "change the _modules of", "Sequential"),
     "dunder_dict_setitem": (_dunder_dict_setitem, _DUNDER_DICT_SET, "StateModel"),
-    "dunder_dict_delitem": (_dunder_dict_delitem, _DUNDER_DICT_DEL, "StateModel"),
+    "dunder_dict_delitem": (
+        _dunder_dict_delitem,
+        "change the __dict__ of",
+        "StateModel",
+    ),
     "buffers_setitem": (_buffers_setitem, "change the _buffers of", "StateModel"),
     "buffers_delitem": (_buffers_delitem, "change the _buffers of", "StateModel"),
     "parameters_setitem": (
@@ -376,11 +363,7 @@ STATE_MUTATIONS = {
     "train": (_train, "set attribute 'training' of", "StateModel"),
 }
 
-# 2.11 does not trace these even at the root, so in a HigherOrderOp body they
-# keep Dynamo's own error, which the fix does not describe: with inlining off
-# (every module an NNModuleVariable), del, delattr() and object.__setattr__ of
-# an attribute and item assignment and deletion on a container module; in
-# both modes, `del` of a key of a module's __dict__.
+# Item assignment and deletion on a container module.
 _CONTAINER_ITEM_MUTATIONS = (
     "module_list_setitem",
     "module_list_delitem",
@@ -388,20 +371,42 @@ _CONTAINER_ITEM_MUTATIONS = (
     "module_dict_setitem",
     "module_dict_pop",
 )
+
+
 UNTRACED_GB_TYPES = (
     "Unsupported method call",
     "Unsupported __setitem__/__setattr__ inline attempt",
+    "UnspecializedNNModuleVariable missing method",
 )
 
 
-def untraced_at_root(mutation):
-    if not (2, 11) <= torch.__version__ < (2, 12):
+def untraced_at_root(mutation, inlined=None):
+    """Whether this Dynamo (before 2.12, with inlining on or off: by default
+    this process's mode) does not trace the mutation even at the root, so
+    that in a HigherOrderOp body it keeps Dynamo's own error, which the fix
+    does not describe: with inlining off (every module an NNModuleVariable),
+    object.__setattr__ of an attribute, item assignment and deletion on a
+    container module, and from 2.8 del and delattr(); with inlining on, on
+    2.8 only, del and delattr() (and so a ModuleList's item deletion); in
+    both modes, `del` of a key of a module's __dict__, and before 2.7 a
+    write to one."""
+    if torch.__version__ >= (2, 12):
         return False
+    if inlined is None:
+        inlined = inlines_modules()
     if mutation == "dunder_dict_delitem":
         return True
-    return not inlines_modules() and (
-        (mutation in MUTATIONS and mutation not in STATIC_MUTATIONS)
-        or mutation in _CONTAINER_ITEM_MUTATIONS
+    if mutation == "dunder_dict_setitem":
+        return torch.__version__ < (2, 7)
+    deletes = mutation in MUTATIONS and MUTATIONS[mutation][2]
+    if not inlined:
+        return (
+            mutation == "object_setattr"
+            or mutation in _CONTAINER_ITEM_MUTATIONS
+            or (deletes and torch.__version__ >= (2, 8))
+        )
+    return (2, 8) <= torch.__version__ < (2, 9) and (
+        deletes or mutation in ("module_list_delitem", "module_list_pop")
     )
 
 
@@ -785,9 +790,7 @@ class HopMutationTestCase(torch._dynamo.test_case.TestCase):
         self.assertEqual(state(compiled_model), state(eager_model))
 
     def assertStateMutationBreak(self, error, hop, mutation):
-        _, what, class_name, *not_inlined = STATE_MUTATIONS[mutation]
-        if not_inlined and not inlines_modules():
-            (what,) = not_inlined
+        _, what, class_name = STATE_MUTATIONS[mutation]
         gb_type, explanation = graph_break(error)
         self.assertEqual(gb_type, GB_TYPE, msg=str(error))
         self.assertTrue(

@@ -48,28 +48,38 @@ MUTATIONS_OF_THIS_ERA = (
     "delete_attribute",
 )
 
-# object.__setattr__ on a module that is not inlined is not supported even at
-# the root (a graph break); the root tests cover it with the fallback.
-ROOT_COMPILES = tuple(m for m in MUTATIONS_OF_THIS_ERA if m != "object_setattr")
+# The cases of the error tests, and those this Dynamo does not trace even at
+# the root (in this process's inlining mode), which keep Dynamo's own error.
+MUTATION_CASES = tuple(
+    (hop, mutation, target)
+    for hop in HOPS_OF_THIS_ERA
+    for mutation in MUTATIONS_OF_THIS_ERA
+    for target in TARGETS
+)
+RAISING_CASES = tuple(c for c in MUTATION_CASES if not untraced_at_root(c[1]))
+UNTRACED_CASES = tuple(
+    (hop, mutation, "self")
+    for hop, mutation in zip(HOPS_OF_THIS_ERA * 2, MUTATIONS_OF_THIS_ERA)
+    if untraced_at_root(mutation)
+)
 
-
-def deletion_traced(inlined):
-    """Whether Dynamo traces `del module.attr` at all, root or not.
-
-    From 2.8 it traces the deletion as a call of the module's __delattr__,
-    which 2.8 supports for neither module variable kind and later releases
-    only for an inlined module (a module created while tracing always is).
-    Where it does not, the deletion is a graph break before and after the
-    fix, which the fallback tests cover.
-    """
-    if torch.__version__ < (2, 8):
-        return True
-    return inlined and torch.__version__ >= (2, 9)
+# The forms of the mutation that get the fix's error in both inlining modes.
+TRACED_IN_BOTH_MODES = tuple(
+    m
+    for m in MUTATIONS_OF_THIS_ERA
+    if not (untraced_at_root(m, inlined=False) or untraced_at_root(m, inlined=True))
+)
 
 
 # Each state mutation once, in this era's refusing HigherOrderOps in turn.
 STATE_CASES_OF_THIS_ERA = tuple(
     (HOPS_OF_THIS_ERA[i % 5], mutation) for i, mutation in enumerate(STATE_MUTATIONS)
+)
+RAISING_STATE_CASES = tuple(
+    c for c in STATE_CASES_OF_THIS_ERA if not untraced_at_root(c[1])
+)
+UNTRACED_STATE_CASES = tuple(
+    c for c in STATE_CASES_OF_THIS_ERA if untraced_at_root(c[1])
 )
 
 
@@ -86,10 +96,8 @@ ROOT_STATE_MUTATIONS = tuple(
 )
 
 
-def expected_state_message(mutation, inlined):
-    _, what, class_name, *not_inlined = STATE_MUTATIONS[mutation]
-    if not_inlined and not inlined:
-        (what,) = not_inlined
+def expected_state_message(mutation):
+    _, what, class_name = STATE_MUTATIONS[mutation]
     return f"{MESSAGE_PREFIX}: attempted to {what} {class_name}"
 
 
@@ -136,9 +144,7 @@ class HopModuleMutationErrorTests(HopMutationTestCase):
             """Can't inplace modify module params/buffers inside HigherOrderOp: attempted to set attribute 'w' of Issue126355""",
         )
 
-    @parametrize("target", TARGETS)
-    @parametrize("mutation", MUTATIONS_OF_THIS_ERA)
-    @parametrize("hop", HOPS_OF_THIS_ERA)
+    @parametrize("hop,mutation,target", RAISING_CASES)
     def test_mutation_raises(self, hop, mutation, target):
         error = mutation_error(
             Model(hop, mutation, target),
@@ -148,17 +154,18 @@ class HopModuleMutationErrorTests(HopMutationTestCase):
         self.assertIsInstance(error, AttributeMutationError)
         self.assertEqual(str(error).splitlines()[0], expected_message(mutation, target))
 
-    @parametrize("hop,mutation", STATE_CASES_OF_THIS_ERA)
+    @parametrize("hop,mutation", RAISING_STATE_CASES)
     def test_state_mutation_raises(self, hop, mutation):
         # nn.Module's methods, its containers and its own dicts change its
-        # state too: the same error, naming what changed.
+        # state too: the same error, naming what changed, in both inlining
+        # modes.
         inlined = torch._dynamo.config.inline_inbuilt_nn_modules
         model = StateModel(hop, mutation)
         before = state_of(model)
         error = mutation_error(model, make_input(hop), inlined)
         self.assertIsInstance(error, AttributeMutationError)
         self.assertEqual(
-            str(error).splitlines()[0], expected_state_message(mutation, inlined)
+            str(error).splitlines()[0], expected_state_message(mutation)
         )
         self.assertEqual(state_of(model), before)
 
@@ -180,7 +187,7 @@ class HopModuleMutationErrorTests(HopMutationTestCase):
     @settings(max_examples=30, deadline=None)
     @given(
         hop=st.sampled_from(HOPS_OF_THIS_ERA),
-        mutation=st.sampled_from(MUTATIONS_OF_THIS_ERA),
+        mutation=st.sampled_from(TRACED_IN_BOTH_MODES),
         depth=st.integers(min_value=0, max_value=2),
     )
     def test_same_error_in_both_modes_property(self, hop, mutation, depth):
@@ -212,10 +219,9 @@ class HopModuleMutationControlTests(HopMutationTestCase):
         )
 
     @parametrize("target", TARGETS)
-    @parametrize("mutation", ROOT_COMPILES)
+    @parametrize("mutation", MUTATIONS_OF_THIS_ERA)
     def test_mutation_at_root_compiles(self, mutation, target):
-        inlined = torch._dynamo.config.inline_inbuilt_nn_modules
-        if MUTATIONS[mutation][2] and not deletion_traced(inlined):
+        if untraced_at_root(mutation):
             # The graph break of this release, not the fix's error.
             with self.assertRaises(Unsupported) as cm:
                 torch.compile(
@@ -226,6 +232,27 @@ class HopModuleMutationControlTests(HopMutationTestCase):
         self.assertFullgraphMatchesEager(
             lambda: Root("wrap", mutation, target), torch.randn(3, 2)
         )
+
+    def test_untraced_at_root_keeps_dynamos_error(self):
+        # What this Dynamo does not trace even at the root gets its own
+        # error in a HigherOrderOp body too, and changes nothing.
+        cases = [(Model(*case), Root(*case), module_state, case[0]) for case in UNTRACED_CASES]
+        cases += [
+            (StateModel(*case), StateModel("root", case[1]), state_of, case[0])
+            for case in UNTRACED_STATE_CASES
+        ]
+        self.assertTrue(cases)
+        inlined = torch._dynamo.config.inline_inbuilt_nn_modules
+        for model, root, state, hop in cases:
+            before = state(model)
+            errors = [
+                mutation_error(root, torch.randn(3, 2), inlined),
+                mutation_error(model, make_input(hop), inlined),
+            ]
+            for error in errors:
+                self.assertIsInstance(error, Unsupported, msg=str(error))
+                self.assertNotIsInstance(error, AttributeMutationError)
+            self.assertEqual(state(model), before)
 
     @parametrize("target", TARGETS)
     @parametrize("mutation", MUTATIONS_OF_THIS_ERA)
@@ -251,7 +278,9 @@ class HopModuleMutationControlTests(HopMutationTestCase):
     @parametrize("hop", HOPS_OF_THIS_ERA)
     def test_module_created_in_body_can_be_mutated(self, hop):
         self.assertFullgraphMatchesEager(
-            lambda: CreatesInBody(hop, deletes=deletion_traced(inlined=True)),
+            lambda: CreatesInBody(
+                hop, deletes=not untraced_at_root("delete_attribute", inlined=True)
+            ),
             make_input(hop),
         )
 
