@@ -100,6 +100,7 @@ lint: .venvs/lint/.installed
 	$(TOOL) tools.carried_tests --check
 	$(TOOL) tools.release_table --check
 	$(TOOL) tools.bench.report --check
+	$(TOOL) tools.no_copies
 
 # Each series against the torch/_dynamo of the wheel of every release it
 # serves, taken from pip's cache (or PyPI): applies, and reverts to RECORD.

@@ -164,9 +164,7 @@ class HopModuleMutationErrorTests(HopMutationTestCase):
         before = state_of(model)
         error = mutation_error(model, make_input(hop), inlined)
         self.assertIsInstance(error, AttributeMutationError)
-        self.assertEqual(
-            str(error).splitlines()[0], expected_state_message(mutation)
-        )
+        self.assertEqual(str(error).splitlines()[0], expected_state_message(mutation))
         self.assertEqual(state_of(model), before)
 
     @parametrize("hop", HOPS_OF_THIS_ERA)
@@ -236,7 +234,10 @@ class HopModuleMutationControlTests(HopMutationTestCase):
     def test_untraced_at_root_keeps_dynamos_error(self):
         # What this Dynamo does not trace even at the root gets its own
         # error in a HigherOrderOp body too, and changes nothing.
-        cases = [(Model(*case), Root(*case), module_state, case[0]) for case in UNTRACED_CASES]
+        cases = [
+            (Model(*case), Root(*case), module_state, case[0])
+            for case in UNTRACED_CASES
+        ]
         cases += [
             (StateModel(*case), StateModel("root", case[1]), state_of, case[0])
             for case in UNTRACED_STATE_CASES

@@ -261,12 +261,22 @@ def test_a_recorded_resolution_is_replayed(project: Path) -> None:
     subprocess.run(["git", "add", FILE], cwd=work, check=True)
     assert run(project, fetch, "--continue", "2.15.0", "2.13.0") == 0
     series = project / "torch-2.13.0"
-    assert list((series / rebase.RERERE).glob("*/postimage"))
+    # Recorded as two small diffs, not as copies of the file.
+    (entry,) = (series / rebase.RERERE).iterdir()
+    assert sorted(p.name for p in entry.iterdir()) == [
+        "postimage.diff",
+        "preimage.diff",
+    ]
+    for diff in entry.iterdir():
+        assert "line 10\n" not in diff.read_text()  # far from the conflict
     (first,) = series.glob("*.patch")
     made = first.read_text()
     assert run(project, fetch, "2.15.0", "2.13.0", "--no-prove") == 0
     (again,) = series.glob("*.patch")
     assert again.read_text() == made
+    # A conflict that changed is not resolved by the old resolution.
+    fetch = Releases({"2.15.0": before, "2.13.0": older.replace("2.13", "2.13.1")})
+    assert run(project, fetch, "2.15.0", "2.13.0", "--no-prove") == 1
 
 
 def test_a_patch_not_carried_may_be_context_of_a_later_one(project: Path) -> None:

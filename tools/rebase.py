@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import difflib
 import json
 import os
 import re
@@ -51,7 +52,11 @@ from torchpatch.errors import TorchPatchError
 UPSTREAM_TESTS = ROOT.parent / "shared" / "upstream" / "pytorch-main"
 AUTHOR = ("-c", "user.name=torchpatch rebase", "-c", "user.email=rebase@localhost")
 STATE = "torchpatch-rebase.json"  # in the scratch repository's .git
-RERERE = "rerere"  # a series' recorded resolutions: git's rr-cache
+# A series' recorded resolutions: for each of git's rr-cache entries,
+# <hash>/preimage.diff (the conflicted file, from TO's file) and
+# <hash>/postimage.diff (its resolution, from the conflicted file).
+RERERE = "rerere"
+IMAGES = ("preimage", "postimage")
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 
 # (release, paths under torch/, into): writes into/<path> for each path the
@@ -167,6 +172,91 @@ def write_tree(repo: Path, paths: Sequence[str], release: str, fetch: Fetch) -> 
     git(repo, "commit", "-q", "--allow-empty", "-m", f"torch {release}")
 
 
+def _unified(path: str, old: str, new: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            f"a/{path}",
+            f"b/{path}",
+        )
+    )
+
+
+def _patched(text: str, diff: str) -> str | None:
+    """text with diff applied (git apply, outside any repository); None
+    where it does not apply."""
+    path = re.search(r"^\+\+\+ b/(.+)$", diff, re.MULTILINE)
+    if path is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / path[1]
+        target.parent.mkdir(parents=True)
+        target.write_text(text)
+        if diff:
+            applied = subprocess.run(
+                ["git", "apply", "-"],
+                cwd=tmp,
+                input=diff,
+                text=True,
+                capture_output=True,
+            )
+            if applied.returncode != 0:
+                return None
+        return target.read_text()
+
+
+def load_resolutions(job: Job) -> None:
+    """Puts TO's recorded resolutions into git's rr-cache, their images
+    rebuilt from TO's files (the branch `onto`): a resolution that no longer
+    applies is left out, and its conflict stops the replay."""
+    recorded = job.patches_root / f"torch-{job.to_release}" / RERERE
+    for entry in sorted(recorded.glob("*/preimage.diff")):
+        pre_diff, post_diff = (
+            (entry.parent / f"{image}.diff").read_text() for image in IMAGES
+        )
+        path = re.search(r"^--- a/(.+)$", pre_diff, re.MULTILINE)
+        shown = git(job.work, "show", f"onto:{path[1]}", check=False) if path else None
+        ok = shown is not None and shown.returncode == 0
+        preimage = _patched(shown.stdout, pre_diff) if shown and ok else None
+        postimage = None if preimage is None else _patched(preimage, post_diff)
+        if preimage is None or postimage is None:
+            print(
+                f"rebase: {entry.parent.name}: does not apply to torch {job.to_release}"
+            )
+            continue
+        cache = job.work / ".git" / "rr-cache" / entry.parent.name
+        cache.mkdir(parents=True)
+        for image, text in zip(IMAGES, (preimage, postimage)):
+            (cache / image).write_text(text)
+            # git rerere touches a resolution it uses: those it does not are
+            # left at the epoch, and are not written back.
+            os.utime(cache / image, (0, 0))
+
+
+def save_resolutions(job: Job, into: Path) -> None:
+    """Writes the resolutions this replay used or recorded as diffs: the
+    conflicted file from TO's file of the series that it is closest to, and
+    the resolution from the conflicted file."""
+    shutil.rmtree(into, ignore_errors=True)
+    paths = git(job.work, "ls-tree", "-r", "--name-only", "onto").stdout.split()
+    for postimage in sorted((job.work / ".git" / "rr-cache").glob("*/postimage")):
+        if postimage.stat().st_mtime == 0:
+            continue  # a recorded resolution this replay did not use
+        preimage = (postimage.parent / "preimage").read_text()
+        diffs = {
+            path: _unified(path, git(job.work, "show", f"onto:{path}").stdout, preimage)
+            for path in paths
+        }
+        path = min(diffs, key=lambda p: len(diffs[p]))
+        entry = into / postimage.parent.name
+        entry.mkdir(parents=True)
+        (entry / "preimage.diff").write_text(diffs[path])
+        (entry / "postimage.diff").write_text(
+            _unified(path, preimage, postimage.read_text())
+        )
+
+
 def conflicts(job: Job) -> str:
     """The conflicting files and their hunks, as git shows them; recorded."""
     repo = job.work
@@ -250,13 +340,6 @@ def start(job: Job, fetch: Fetch) -> bool:
     # Conflicts this replay had before are resolved as they were then.
     git(job.work, "config", "rerere.enabled", "true")
     git(job.work, "config", "rerere.autoupdate", "true")
-    recorded = job.patches_root / f"torch-{job.to_release}" / RERERE
-    if recorded.is_dir():
-        shutil.copytree(recorded, job.work / ".git" / "rr-cache")
-        # git rerere touches a resolution it uses: those it does not are
-        # left at the epoch, and are not written back (finish()).
-        for image in (job.work / ".git" / "rr-cache").glob("*/postimage"):
-            os.utime(image, (0, 0))
     job.save()
     kept = own(job, found)
     paths = sorted({*found.files, *(f for p in kept for f in p.files)})
@@ -287,6 +370,7 @@ def start(job: Job, fetch: Fetch) -> bool:
         )
     git(job.work, "checkout", "-q", "-b", "onto", "base")
     write_tree(job.work, paths, job.to_release, fetch)
+    load_resolutions(job)
     git(job.work, "checkout", "-q", "series")
     rebased = git(job.work, "rebase", "-q", "--onto", "onto", "base", check=False)
     if not (rebased.returncode == 0 or replay_recorded(job)):
@@ -453,15 +537,7 @@ def finish(job: Job, requirements: str | None) -> Path:
         old.unlink()
     for patch in patches:
         shutil.copyfile(patch, target / patch.name)
-    # The resolutions of this replay's conflicts, replayed by the next one.
-    shutil.rmtree(target / RERERE, ignore_errors=True)
-    for postimage in sorted((job.work / ".git" / "rr-cache").glob("*/postimage")):
-        if postimage.stat().st_mtime == 0:
-            continue  # a recorded resolution this replay did not use
-        entry = target / RERERE / postimage.parent.name
-        entry.mkdir(parents=True)
-        for image in ("preimage", "postimage"):
-            shutil.copyfile(postimage.parent / image, entry / image)
+    save_resolutions(job, target / RERERE)
     # A series that exists keeps its own comments; a new one takes FROM's.
     listing = (target if existing else job.from_dir) / series_.SERIES_FILE
     comments = [
