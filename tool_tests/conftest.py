@@ -37,7 +37,7 @@ def run(data: Path, install: fakes.FakeInstall, capsys):
     """torchpatch on the fake install: (exit code, stdout, stderr)."""
 
     def run(*args: str, target: tuple[str, ...] | None = None):
-        if target is None and args[0] != "export":
+        if target is None:
             target = ("--site-packages", str(install.site_packages))
         code = main(["--data", str(data), *args, *(target or ())])
         out, err = capsys.readouterr()

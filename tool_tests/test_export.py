@@ -62,14 +62,26 @@ def test_export_is_deterministic(run, tmp_path):
     assert first.read_bytes() == second.read_bytes()
 
 
-def test_export_needs_a_version_when_there_are_several(run, data, tmp_path):
+def test_export_defaults_to_the_installed_release(run, data, install, tmp_path):
     other = data / "patches/torch-2.5.0"
     other.mkdir()
     (other / "series").write_text("")
-    code, _, err = run("export", str(tmp_path / "x.patch"))
+    code, out, _ = run("export", str(tmp_path / "x.patch"))
+    assert code == 0
+    assert out.startswith(f"wrote {tmp_path / 'x.patch'}: torch 2.4.1 series")
+    empty = tmp_path / "no-torch"
+    empty.mkdir()
+    code, _, err = run(
+        "export", str(tmp_path / "y.patch"), target=("--site-packages", str(empty))
+    )
     assert code == 1
-    assert "pass --torch-version, one of: 2.4.1, 2.5.0" in err
-    code, _, _ = run("export", str(tmp_path / "x.patch"), "--torch-version", "2.4.1")
+    assert err == (
+        f"torchpatch: error: torch is not installed in {empty}: pass "
+        "--torch-version, one of: 2.4.1, 2.5.0\n"
+    )
+    code, _, _ = run(
+        "export", str(tmp_path / "y.patch"), "--torch-version", "2.4.1", target=()
+    )
     assert code == 0
 
 

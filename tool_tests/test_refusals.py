@@ -209,7 +209,9 @@ def test_export_to_a_read_only_folder(data, tmp_path):
     folder = tmp_path / "read-only"
     folder.mkdir()
     proc = torchpatch_with_read_only(
-        folder, "--data", str(data), "export", str(folder / "x.patch")
+        folder,
+        *("--data", str(data), "export", str(folder / "x.patch")),
+        *("--torch-version", "2.4.1"),
     )
     assert proc.returncode == 1
     assert proc.stderr == (
@@ -299,7 +301,9 @@ def test_reinstall_command_names_the_target_environment(tmp_path, version, index
     (venv / "bin").mkdir()
     (venv / "bin" / "python").write_text("")
     target = InstalledTorch(site, version.split("+")[0], version, {})
+    install = f"{venv / 'bin' / 'python'} -m pip install --force-reinstall --no-deps"
+    wheel = f"torch-{version}-py3-none-any.whl"
     assert target.reinstall_command == (
-        f"{venv / 'bin' / 'python'} -m pip install --force-reinstall --no-deps "
-        f"torch=={version}{index}"
+        f"{install} torch=={version}{index}; or offline, with that wheel "
+        f"({wheel}) in this folder: {install} --no-index ./{wheel}"
     )

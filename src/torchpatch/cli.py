@@ -11,13 +11,24 @@ from pathlib import Path
 from typing import Any
 
 from torchpatch import __version__, bundle, commands, export, series
-from torchpatch.errors import TorchPatchError, UnsupportedVersion
+from torchpatch.errors import (
+    NotASourceTree,
+    TorchNotFound,
+    TorchPatchError,
+    UnsupportedVersion,
+)
 from torchpatch.state import Target
 from torchpatch.targets import InstalledTorch, SourceTree
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    # Unknown options are named before a missing command is.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if "run" not in args:
+        parser.error("the following arguments are required: COMMAND")
     try:
         code: int = args.run(args)
         sys.stdout.flush()  # a closed pipe must fail here, not at exit
@@ -42,13 +53,13 @@ def _parser() -> argparse.ArgumentParser:
         prog="torchpatch",
         description="Apply, verify and revert this project's patch series on torch.",
     )
-    parser.add_argument("--version", action="version", version=__version__)
+    parser.add_argument("-V", "--version", action="version", version=_version())
     parser.add_argument(
         "--data",
         type=Path,
         help="directory holding patches/ and fix_tests/ (default: the bundled ones)",
     )
-    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(metavar="COMMAND")
 
     status = sub.add_parser("status", help="show what the target carries")
     status.add_argument("--json", action="store_true", help="print JSON")
@@ -67,12 +78,13 @@ def _parser() -> argparse.ArgumentParser:
         where.add_argument(
             "--site-packages",
             type=Path,
-            help="patch the torch installed there (default: this interpreter's)",
+            help="the folder that holds the torch to act on (default: this "
+            "interpreter's)",
         )
         where.add_argument(
             "--source-tree",
             type=Path,
-            help="patch a PyTorch source checkout, tests included",
+            help="act on a PyTorch source checkout, tests included",
         )
         command.add_argument(
             "--torch-version",
@@ -84,7 +96,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     exporter.add_argument("out", help="file to write, or - for standard output")
     exporter.add_argument(
-        "--torch-version", help="which series (default: the only one there is)"
+        "--torch-version",
+        help="which release's series (default: the installed torch's)",
+    )
+    exporter.add_argument(
+        "--site-packages",
+        type=Path,
+        help="the folder that holds the installed torch (default: this interpreter's)",
     )
     exporter.set_defaults(run=_export)
     return parser
@@ -92,12 +110,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def _status(args: argparse.Namespace) -> int:
     target = _target(args)
-    report = commands.status(target, _series(args, target.version))
+    report = commands.status(target, _series(args, target))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     print(f"{target.description}")
     print(f"series {report['series']['directory']}: {report['state']}")
+    if report["repair"]:
+        print(f"  restore the files with: {report['repair']}")
     for patch in report["patches"]:
         print(f"  {patch['status']:<12} {patch['name']}")
     print("files:")
@@ -105,6 +125,8 @@ def _status(args: argparse.Namespace) -> int:
         print(f"  {_file_state(file):<19} {file['path']}")
     for stray in report["stray_files"]:
         print(f"  {'stray, killed run':<19} {stray} (apply or revert removes it)")
+    for folder in report["leftover_folders"]:
+        print(f"left by a killed run: {folder} (apply or revert removes it)")
     return 0
 
 
@@ -116,7 +138,7 @@ def _file_state(file: dict[str, Any]) -> str:
 
 def _change(args: argparse.Namespace) -> int:
     target = _target(args)
-    outcome = args.change(target, _series(args, target.version), check=args.check)
+    outcome = args.change(target, _series(args, target), check=args.check)
     print(outcome.message)
     for path in outcome.changed:
         print(f"  {path}")
@@ -127,12 +149,13 @@ def _export(args: argparse.Namespace) -> int:
     root = _data_root(args)
     version = args.torch_version
     if version is None:
-        versions = series.supported_versions(root / "patches")
-        if len(versions) != 1:
+        try:
+            version = _target(args).version
+        except TorchNotFound as error:
+            versions = series.supported_versions(root / "patches")
             raise UnsupportedVersion(
-                f"pass --torch-version, one of: {', '.join(versions) or 'none'}"
-            )
-        version = versions[0]
+                f"{error}: pass --torch-version, one of: {', '.join(versions)}"
+            ) from None
     found = series.load_series(root / "patches", version)
     text = export.build(found, root)
     if args.out == "-":
@@ -149,16 +172,36 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    """torchpatch's version and the releases its series serve."""
+    try:
+        served = series.supported_versions(bundle.data_root() / "patches")
+    except TorchPatchError:
+        served = []
+    releases = f"{served[0]} to {served[-1]}" if served else "none found"
+    return f"torchpatch {__version__} (series for torch {releases})"
+
+
 def _target(args: argparse.Namespace) -> Target:
-    if args.source_tree:
+    if getattr(args, "source_tree", None):
         return SourceTree.open(args.source_tree, args.torch_version)
     if args.torch_version:
         raise TorchPatchError("--torch-version goes with --source-tree")
+    if args.site_packages and not args.site_packages.is_dir():
+        raise TorchNotFound(f"--site-packages {args.site_packages}: no such folder")
     return InstalledTorch.find(args.site_packages)
 
 
-def _series(args: argparse.Namespace, version: str) -> series.Series:
-    return series.load_series(_data_root(args) / "patches", version)
+def _series(args: argparse.Namespace, target: Target) -> series.Series:
+    found = series.load_series(_data_root(args) / "patches", target.version)
+    if isinstance(target, SourceTree) and not any(
+        (target.root / path).exists() for path in found.files
+    ):
+        raise NotASourceTree(
+            f"{target.root} has none of the {len(found.files)} files that the "
+            f"series for torch {target.version} patches: not a PyTorch source tree"
+        )
+    return found
 
 
 def _data_root(args: argparse.Namespace) -> Path:

@@ -34,6 +34,10 @@ def status(target: Target, series: Series) -> dict[str, Any]:
         "state": found.summary,
         # Temporary files a killed apply or revert left; the next removes them.
         "stray_files": writes.strays(target.root, _paths(target, series)),
+        # And the temporary folders of a killed run (snapshots.leftovers()).
+        "leftover_folders": snapshots.leftovers(),
+        # How to restore files that are neither pristine nor patched.
+        "repair": target.reinstall_command if found.modified else None,
         "patches": [
             {
                 "name": patch.name,
@@ -60,7 +64,7 @@ def apply(target: Target, series: Series, check: bool = False) -> Outcome:
         count = len(found.patches)
         carried = "the patch" if count == 1 else f"all {_patches(count)}"
         return Outcome(
-            removed,
+            [],
             f"already applied: {target.description} carries {carried} of "
             f"{series.directory}; nothing to do{_strays(removed, check)}",
         )
@@ -69,7 +73,7 @@ def apply(target: Target, series: Series, check: bool = False) -> Outcome:
     changed = _write(target, found.current, new, check)
     verb = "would apply" if check else "applied"
     return Outcome(
-        changed + removed,
+        changed,
         f"{verb} {_patches(len(remaining))} to {target.description}"
         f"{_strays(removed, check)}",
     )
@@ -80,7 +84,7 @@ def revert(target: Target, series: Series, check: bool = False) -> Outcome:
     removed = _remove_strays(target, series, check)
     if found.is_pristine:
         return Outcome(
-            removed,
+            [],
             f"already pristine: {target.description}; nothing to do"
             f"{_strays(removed, check)}",
         )
@@ -88,7 +92,7 @@ def revert(target: Target, series: Series, check: bool = False) -> Outcome:
     changed = _write(target, found.current, found.pristine, check)
     if check:
         return Outcome(
-            changed + removed,
+            changed,
             f"would revert {_patches(len(carried))} of {target.description}"
             f"{_strays(removed, check)}",
         )
@@ -99,18 +103,19 @@ def revert(target: Target, series: Series, check: bool = False) -> Outcome:
         else ""
     )
     return Outcome(
-        changed + removed,
+        changed,
         f"reverted {_patches(len(carried))} of {target.description}{verified}"
         f"{_strays(removed, check)}",
     )
 
 
 def _remove_strays(target: Target, series: Series, check: bool) -> list[str]:
-    """The temporary files a killed run left: removed, or with check listed."""
+    """The temporary files and folders a killed run left: removed, or with
+    check listed."""
     paths = _paths(target, series)
     if check:
-        return writes.strays(target.root, paths)
-    return writes.remove_strays(target.root, paths)
+        return writes.strays(target.root, paths) + snapshots.leftovers()
+    return writes.remove_strays(target.root, paths) + snapshots.remove_leftovers()
 
 
 def _paths(target: Target, series: Series) -> list[str]:
@@ -121,7 +126,7 @@ def _strays(removed: list[str], check: bool) -> str:
     if not removed:
         return ""
     verb = "would remove" if check else "removed"
-    return f"; {verb} {len(removed)} temporary file(s) a killed run left"
+    return f"; {verb} what a killed run left: {', '.join(removed)}"
 
 
 def _write(target: Target, old: Snapshot, new: Snapshot, check: bool) -> list[str]:

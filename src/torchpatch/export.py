@@ -18,7 +18,6 @@ where one commit alone writes it.
 from __future__ import annotations
 
 import re
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,7 +116,7 @@ def _carried_text(series: Series, test: TestFile, carrier: Patch) -> bytes | Non
     later = series.patches[series.patches.index(carrier) + 1 :]
     if created is None or not any(test.exported_as in p.files for p in later):
         return created
-    with tempfile.TemporaryDirectory() as tmp:
+    with git.scratch_dir() as tmp:
         path = Path(tmp) / test.exported_as
         path.parent.mkdir(parents=True)
         path.write_bytes(created)

@@ -50,10 +50,19 @@ def apply(
         raise PatchDoesNotApply(f"{patch.name} does not apply {how}cleanly: {detail}")
 
 
+SCRATCH_PREFIX = "torchpatch-"
+
+
+def scratch_dir() -> tempfile.TemporaryDirectory[str]:
+    """A temporary folder named for this process, so that a later run can
+    tell one that a killed run left (snapshots.leftovers())."""
+    return tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
+
+
 def new_file_diff(source: Path, relpath: str) -> bytes:
     """A `diff --git` section that creates relpath with the bytes of source,
     as format-patch writes it."""
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch_dir() as tmp:
         tree = Path(tmp)
         (tree / relpath).parent.mkdir(parents=True)
         shutil.copyfile(source, tree / relpath)

@@ -128,6 +128,8 @@ def main(argv: list[str]) -> None:
         print(" ".join(modes()))
         return
     script = Path(argv[1])
+    if not script.is_file():
+        raise SystemExit(f"python -m torchpatch.inline_mode: no such file: {script}")
     sys.path.insert(0, str(script.resolve().parent))
     print(describe(), file=sys.stderr)
     sys.argv = argv[1:]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ class InstalledTorch:
     version: str  # without a local part: 2.4.1+cpu patches like 2.4.1
     full_version: str
     record: dict[str, metadata.FileHash] = field(repr=False)
+    wheel_tag: str = "py3-none-any"  # the WHEEL file's first Tag
 
     kind = "installed torch"
 
@@ -42,11 +44,13 @@ class InstalledTorch:
                 f"torch {dist.version} in {where} has no RECORD file, so its files "
                 "cannot be verified; reinstall it with pip"
             )
+        tags = re.findall(r"^Tag: (\S+)$", dist.read_text("WHEEL") or "", re.M)
         return cls(
             root=Path(str(dist.locate_file(""))).resolve(),
             version=dist.version.split("+")[0],
             full_version=dist.version,
             record={f.as_posix(): f.hash for f in files if f.hash is not None},
+            **({"wheel_tag": tags[0]} if tags else {}),
         )
 
     def includes(self, relpath: str) -> bool:
@@ -77,16 +81,26 @@ class InstalledTorch:
 
     @property
     def reinstall_command(self) -> str:
+        """How to reinstall this torch: from its index, or offline from a
+        wheel of the same build (found in the working folder or in
+        PIP_FIND_LINKS, else named for the user to copy there)."""
         _, _, local = self.full_version.partition("+")
         # A local version (+cpu, +cu124) is a build of PyTorch's own index,
         # which PyPI does not serve.
         index = (
             f" --index-url https://download.pytorch.org/whl/{local}" if local else ""
         )
-        return (
-            f"{self.python} -m pip install --force-reinstall --no-deps "
-            f"torch=={self.full_version}{index}"
+        install = f"{self.python} -m pip install --force-reinstall --no-deps"
+        name = f"torch-{self.full_version}-{self.wheel_tag}.whl"
+        folders = [Path.cwd(), *map(Path, os.environ.get("PIP_FIND_LINKS", "").split())]
+        wheel = next((f / name for f in folders if (f / name).is_file()), None)
+        offline = (
+            f"or offline: {install} --no-index {wheel}"
+            if wheel
+            else f"or offline, with that wheel ({name}) in this folder: "
+            f"{install} --no-index ./{name}"
         )
+        return f"{install} torch=={self.full_version}{index}; {offline}"
 
     @property
     def description(self) -> str:
