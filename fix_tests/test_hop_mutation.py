@@ -177,6 +177,25 @@ def make_input(hop):
     return torch.randn(3, 2, requires_grad=hop == "autograd_function")
 
 
+GLOBAL_STATE = {"nested": {}}
+
+
+class Holder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+
+# Dicts a body may not change that are no module's own, and a module whose
+# source Dynamo builds for guards only (an iterator's item).
+OTHER_DICT_CHANGES = {
+    "module_plain_dict": lambda holder, m: holder.cache.update(k=1),
+    "global_dict": lambda holder, m: GLOBAL_STATE.update(k=1),
+    "nested_global_dict": lambda holder, m: GLOBAL_STATE["nested"].update(k=1),
+    "iterator_module": lambda holder, m: m.register_buffer("extra", torch.ones(2)),
+}
+
+
 class HopModuleMutationErrorTests(torch._dynamo.test_case.TestCase):
     def assertModuleMutationBreak(self, model, hop, form):
         before = state(model)
@@ -311,6 +330,31 @@ class HopModuleMutationControlTests(torch._dynamo.test_case.TestCase):
 
         x = make_input(hop)
         self.assertEqual(torch.compile(f, backend="eager", fullgraph=True)(x), f(x))
+
+    @parametrize("case", list(OTHER_DICT_CHANGES))
+    def test_other_dict_change_keeps_unsafe_side_effect_break(self, case):
+        change = OTHER_DICT_CHANGES[case]
+
+        def f(x, holder, it):
+            m = next(it)
+
+            def body(t):
+                change(holder, m)
+                return t + 1
+
+            return wrap(body, x)
+
+        def args():
+            return Holder(), iter((torch.nn.Identity(),))
+
+        x = torch.randn(2)
+        with self.assertRaisesRegex(Unsupported, "HOP: Unsafe side effect"):
+            torch.compile(f, backend="eager", fullgraph=True)(x, *args())
+        GLOBAL_STATE.update(nested={})
+        GLOBAL_STATE.pop("k", None)
+        # The HOP falls back to eager.
+        torch._dynamo.reset()
+        self.assertEqual(torch.compile(f, backend="eager")(x, *args()), x + 1)
 
 
 instantiate_parametrized_tests(HopModuleMutationErrorTests)
