@@ -179,6 +179,7 @@ def _unified(path: str, old: str, new: str) -> str:
             new.splitlines(keepends=True),
             f"a/{path}",
             f"b/{path}",
+            n=1,  # context enough to apply to the exact file it was made on
         )
     )
 

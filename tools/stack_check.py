@@ -10,9 +10,9 @@ for each commit:
 - the tests it adds or changes (each test function one of its test lines
   falls in, run through the test file of the folder that imports it, as
   upstream's CI runs it) must pass on the torch of the commit, and fail on
-  the torch of the commit before it (with the commit's tests), except the
-  HopModuleMutationControlTests of a test file it adds, which describe what
-  already worked and pass on both.
+  the torch of the commit before it (with the commit's tests), except
+  HopModuleMutationControlTests, which describe what already worked and
+  pass on both.
 
 The torch states are the pristine hard-linked copy of this virtualenv
 (tools/torch_states.py), whose touched files torchpatch's writer replaces,
@@ -183,7 +183,7 @@ def main() -> int:
                     if not results:
                         problems.append(f"{subject}: {path}: no test ran {state}")
                     for case, outcome in sorted(results.items()):
-                        control = not names and f"{CONTROLS}::" in case
+                        control = f"{CONTROLS}::" in case
                         expected = "passed" if state == "after" or control else "failed"
                         if outcome != expected:
                             problems.append(f"{subject}: {state}: {case} {outcome}")
