@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from importlib import metadata
 from pathlib import Path
 
 from tools import registry_lint
@@ -66,13 +67,22 @@ def write_trees(install: InstalledTorch, found: series.Series, work: Path) -> li
 Finding = tuple[str, str, str]  # (path, code, text)
 
 
+def target_version() -> list[str]:
+    """ruff's --target-version for a torch whose oldest Python (its
+    Requires-Python) is older than upstream's py310: 2.4 supports 3.8, 2.5
+    to 2.8 3.9, so their lint must not ask for `X | None`."""
+    floor = re.search(r">=\s*3\.(\d+)", metadata.metadata("torch")["Requires-Python"])
+    minor = int(floor[1]) if floor else 10
+    return ["--target-version", f"py3{minor}"] if minor < 10 else []
+
+
 def findings(tree: Path, paths: list[str]) -> Counter[Finding]:
     present = [p for p in paths if (tree / p).is_file()]
     if not present:
         return Counter()
     commands: list[list[str | Path]] = [
-        [TOOLS / "ruff", "check", "--config", RUFF_CONFIG, "--no-cache",
-         "--output-format=concise", *present],
+        [TOOLS / "ruff", "check", "--config", RUFF_CONFIG, *target_version(),
+         "--no-cache", "--output-format=concise", *present],
         [TOOLS / "flake8", f"--select={FLAKE8_ONLY}", "--max-line-length=120",
          *present],
     ]  # fmt: skip
@@ -91,8 +101,8 @@ def unformatted(tree: Path, paths: list[str]) -> set[str]:
     for path in paths:
         if (tree / path).is_file():
             proc = subprocess.run(
-                [TOOLS / "ruff", "format", "--config", RUFF_CONFIG, "--check",
-                 "--no-cache", path],
+                [TOOLS / "ruff", "format", "--config", RUFF_CONFIG,
+                 *target_version(), "--check", "--no-cache", path],
                 cwd=tree, capture_output=True, text=True,
             )  # fmt: skip
             if proc.returncode != 0:
