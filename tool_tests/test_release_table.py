@@ -28,12 +28,29 @@ def record(release: str, series: str) -> dict[str, object]:
     }
 
 
+def head() -> str:
+    return subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"],
+        cwd=release_table.ROOT, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+
+
+def new_record(release: str, series: str, commit: str) -> dict[str, object]:
+    """A record made at commit, of the series and test file of this checkout."""
+    return {
+        **record(release, series),
+        "commit": commit,
+        "tests": ["fix_tests/test_hop_mutation.py"],
+    }
+
+
 def test_a_release_without_a_new_proof_is_marked_stale(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     records, results = tmp_path / "records", tmp_path / "releases.json"
     records.mkdir()
-    (records / "2.15.0.json").write_text(json.dumps(record("2.15.0", "2.15.0")))
+    fresh = new_record("2.15.0", "2.15.0", head())
+    (records / "2.15.0.json").write_text(json.dumps(fresh))
     results.write_text(json.dumps({"releases": [record("2.14.0", "2.14.1")]}))
     readme = tmp_path / "README.md"
     readme.write_text(f"x\n{release_table.BEGIN}\n{release_table.END}\n")
@@ -75,3 +92,27 @@ def test_an_old_proof_of_an_unchanged_series_is_kept_as_it_is(
     monkeypatch.setattr(release_table, "served_releases", lambda _: {"2.15.0": None})
     assert release_table.record() == 0
     assert f"| yes | 2026-12-01 at {head} |" in readme.read_text()
+
+
+def test_a_new_record_of_a_series_since_changed_is_marked_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A record an earlier run left in build/releases, made before the series
+    # changed (at the first commit of this repository), is not a proof of it.
+    first = subprocess.run(
+        ["git", "rev-list", "--max-parents=0", "HEAD"],
+        cwd=release_table.ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split()[0][:12]  # fmt: skip
+    records, results = tmp_path / "records", tmp_path / "releases.json"
+    records.mkdir()
+    (records / "2.15.0.json").write_text(
+        json.dumps(new_record("2.15.0", "2.15.0", first))
+    )
+    readme = tmp_path / "README.md"
+    readme.write_text(f"x\n{release_table.BEGIN}\n{release_table.END}\n")
+    monkeypatch.setattr(release_table, "RECORDS", records)
+    monkeypatch.setattr(release_table, "RELEASES", results)
+    monkeypatch.setattr(release_table, "README", readme)
+    monkeypatch.setattr(release_table, "served_releases", lambda _: {"2.15.0": None})
+    assert release_table.record() == 1
+    assert "| not since the series changed |" in readme.read_text()

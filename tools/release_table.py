@@ -6,10 +6,10 @@
 --record gathers build/releases/<release>.json (written by tools/prove.py)
 for every release a series serves into results/releases.json, and rewrites
 the table between README's release-table markers from it. A release without
-a new record keeps the one results/releases.json has; where its series or
-test files changed since the commit that record names, it is marked as made
-before ("not since the series changed") and named. One without any record
-is left out of the table.
+a new record keeps the one results/releases.json has. A record, new or kept,
+whose series or test files changed since the commit it names is marked as
+made before ("not since the series changed") and named. One without any
+record is left out of the table.
 """
 
 from __future__ import annotations
@@ -102,7 +102,11 @@ def record() -> int:
     for release in served:
         path = RECORDS / f"{release}.json"
         if path.is_file():
-            records.append(json.loads(path.read_text()))
+            new = json.loads(path.read_text())
+            if changed_since(new):  # left by an earlier run, before a change
+                new["stale"] = True
+                missing.append(release)
+            records.append(new)
         elif release not in before:
             missing.append(release)
         else:
