@@ -185,8 +185,8 @@ def _unified(path: str, old: str, new: str) -> str:
 
 
 def _patched(text: str, diff: str) -> str | None:
-    """text with diff applied (git apply, outside any repository); None
-    where it does not apply."""
+    """text, the file the diff names, with the diff applied (git apply,
+    outside any repository); None where it does not apply."""
     path = re.search(r"^\+\+\+ b/(.+)$", diff, re.MULTILINE)
     if path is None:
         return None
@@ -194,17 +194,10 @@ def _patched(text: str, diff: str) -> str | None:
         target = Path(tmp) / path[1]
         target.parent.mkdir(parents=True)
         target.write_text(text)
-        if diff:
-            applied = subprocess.run(
-                ["git", "apply", "-"],
-                cwd=tmp,
-                input=diff,
-                text=True,
-                capture_output=True,
-            )
-            if applied.returncode != 0:
-                return None
-        return target.read_text()
+        applied = subprocess.run(
+            ["git", "apply", "-"], cwd=tmp, input=diff, text=True, capture_output=True
+        )
+        return target.read_text() if applied.returncode == 0 else None
 
 
 def load_resolutions(job: Job) -> None:
@@ -217,9 +210,8 @@ def load_resolutions(job: Job) -> None:
             (entry.parent / f"{image}.diff").read_text() for image in IMAGES
         )
         path = re.search(r"^--- a/(.+)$", pre_diff, re.MULTILINE)
-        shown = git(job.work, "show", f"onto:{path[1]}", check=False) if path else None
-        ok = shown is not None and shown.returncode == 0
-        preimage = _patched(shown.stdout, pre_diff) if shown and ok else None
+        base = git(job.work, "show", f"onto:{path[1] if path else ''}", check=False)
+        preimage = _patched(base.stdout, pre_diff) if base.returncode == 0 else None
         postimage = None if preimage is None else _patched(preimage, post_diff)
         if preimage is None or postimage is None:
             print(
