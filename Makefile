@@ -97,7 +97,7 @@ lint: .venvs/lint/.installed
 	.venvs/lint/bin/ruff check $(LINTED)
 	.venvs/lint/bin/ruff format --check $(LINTED)
 	MYPYPATH=src .venvs/lint/bin/mypy -p torchpatch -p tools
-	$(TOOL) tools.carried_tests --check
+	$(TOOL) tools.series_tests --check
 	$(TOOL) tools.release_table --check
 	$(TOOL) tools.bench.report --check
 	$(TOOL) tools.no_copies

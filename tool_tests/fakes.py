@@ -137,3 +137,22 @@ def make_install(site_packages: Path, version: str = "2.4.1") -> FakeInstall:
     rows += [f"{dist_info.name}/METADATA,,", f"{dist_info.name}/RECORD,,"]
     (dist_info / "RECORD").write_text("\n".join(rows) + "\n")
     return FakeInstall(site_packages)
+
+
+def carry_the_test(upstream: Path, data: Path, extended: bytes | None = None) -> Path:
+    """A series whose test commit creates NEW_TEST itself, and whose last
+    patch, given extended, changes it to that text: its last patch."""
+    write_tree(upstream, {NEW_TEST: NEW_TEST_TEXT})
+    git(upstream, "add", "-A")
+    git(upstream, "commit", "-qm", "[dynamo] Test it\n\nThe new test.")
+    if extended is not None:
+        write_tree(upstream, {NEW_TEST: extended})
+        git(upstream, "commit", "-qam", "[dynamo] Test more\n\nOne more.")
+    series_dir = data / "patches/torch-2.4.1"
+    for patch in series_dir.glob("*.patch"):
+        patch.unlink()
+    first = "HEAD~3" if extended is None else "HEAD~4"
+    git(upstream, "format-patch", "-q", "--zero-commit", "-o", str(series_dir), first)
+    names = sorted(p.name for p in series_dir.glob("*.patch"))
+    (series_dir / "series").write_text("\n".join(names) + "\n")
+    return series_dir / names[-1]

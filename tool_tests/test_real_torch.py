@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from killed import torchpatch_killed_after_first_write, torchpatch_killed_before_rename
 
+from tools import series_tests
 from torchpatch import bundle, series
 from torchpatch.cli import main
 from torchpatch.targets import InstalledTorch
@@ -127,18 +128,9 @@ def test_export_applies_to_the_wheel_sources(real_install, tmp_path, capsys):
         shutil.copyfile(real_install.root / path, tree / path)
     out = tmp_path / "upstream.patch"
     assert main(["export", "--torch-version", TORCH.version, str(out)]) == 0
-    found = series.load_series(SERIES_ROOT, TORCH.version)
-    assert found.exported_tests
-    new_tests = [f"--include={test.upstream}" for test in found.exported_tests]
     subprocess.run(
-        ["git", "apply", "--include=torch/*", *new_tests, str(out)],
-        cwd=tree,
-        check=True,
+        ["git", "apply", "--include=torch/*", str(out)], cwd=tree, check=True
     )
-    for test in found.exported_tests:
-        assert (tree / test.upstream).read_bytes() == (
-            bundle.data_root() / test.path
-        ).read_bytes()
     main(["apply"])
     for path in touched_torch_files():
         assert (tree / path).read_bytes() == (real_install.root / path).read_bytes()
@@ -150,9 +142,9 @@ def test_patch_only_touches_what_the_issue_allows(version):
     found = series.load_series(SERIES_ROOT, version)
     assert "torch/_dynamo/side_effects.py" in found.files
     # A test commit may create the test file the pull request adds.
-    carried = {test.upstream for test in found.exported_tests}
+    carried = {test.upstream for test in series_tests.exported(found)}
     assert set(found.files) <= ALLOWED | carried
-    assert found.tests
+    assert series_tests.tests(found)
 
 
 def test_killed_apply_and_revert_are_completed(real_install, capsys):
@@ -198,11 +190,12 @@ def test_apply_killed_before_a_rename_leaves_nothing_after_revert(real_install, 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_exported_tests_import_on_their_release(real_install, tmp_path, capsys):
-    # What `torchpatch export` gives a user of this release: its test files,
-    # which must import (and collect) with this torch, on their own.
+    # The pull request's test files for this release (the series' export
+    # with its tests), which must import (and collect) with this torch, on
+    # their own.
     found = series.load_series(SERIES_ROOT, TORCH.version)
     out = tmp_path / "fix.patch"
-    assert main(["export", "--torch-version", TORCH.version, str(out)]) == 0
+    out.write_bytes(series_tests.with_tests(found))
     tree = tmp_path / "tree"
     tree.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
@@ -211,7 +204,7 @@ def test_exported_tests_import_on_their_release(real_install, tmp_path, capsys):
         cwd=tree,
         check=True,
     )
-    runs = [t.exported_as for t in found.exported_tests if t.runs]
+    runs = [t.upstream for t in series_tests.exported(found) if t.runs]
     assert runs
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import rebase
+from tools import plumbing, rebase
 
 FILE = "torch/_dynamo/side_effects.py"
 BASE = [f"line {i}\n" for i in range(1, 31)]
@@ -20,7 +20,7 @@ def make_series(patches_root: Path, release: str, before: str, after: str) -> Pa
     repo = patches_root.parent / f"made-{release}"
     (repo / FILE).parent.mkdir(parents=True)
     (repo / FILE).write_text(before)
-    git = ["git", *rebase.AUTHOR]
+    git = ["git", *plumbing.IDENTITY]
     subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
     subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
     subprocess.run([*git, "commit", "-qm", "base"], cwd=repo, check=True)
@@ -226,7 +226,7 @@ def test_own_patches_are_kept_after_the_replayed_ones(project: Path) -> None:
             "line 2\n", "line 2, own\n"
         )
     )
-    git = ["git", *rebase.AUTHOR]
+    git = ["git", *plumbing.IDENTITY]
     subprocess.run([*git, "commit", "-qam", "[dynamo] Own"], cwd=repo, check=True)
     subprocess.run(
         [*git, "format-patch", "-q", "--zero-commit", "--start-number=2", "-o",
@@ -289,7 +289,7 @@ def test_a_patch_not_carried_may_be_context_of_a_later_one(project: Path) -> Non
     newer = make_series(project, "2.15.0", before, first)
     repo = project.parent / "made-2.15.0"
     (repo / FILE).write_text(second)
-    git = ["git", *rebase.AUTHOR]
+    git = ["git", *plumbing.IDENTITY]
     subprocess.run(
         [*git, "commit", "-qam", "[dynamo] Then\n\nMore."], cwd=repo, check=True
     )

@@ -105,35 +105,6 @@ def test_malformed_series_file(run, install, data, series_text, message):
 
 
 @pytest.mark.parametrize(
-    "tests_text, message",
-    [
-        (
-            "fix_tests/test_missing.py\n",
-            "'fix_tests/test_missing.py' does not exist",
-        ),
-        ("torch/_dynamo/side_effects.py\n", "must be a path under fix_tests/"),
-        ("test/dynamo/test_x.py\n", "must be a path under fix_tests/"),
-        ("fix_tests/../patches/x.py\n", "must be a path under fix_tests/"),
-        ("/abs/test.py\n", "must be a path under fix_tests/"),
-        ("{new}\n{new}\n", "is listed twice"),
-        ("{new} -> \n", "names no upstream path"),
-        ("{new} -> torch/x.py\n", "must be a path under test/"),
-        ("{new} -> test/a.py\n{ext} -> test/a.py\n", "is exported twice"),
-    ],
-)
-def test_malformed_tests_file(run, install, data, tests_text, message):
-    tests_file = data / "patches/torch-2.4.1/tests"
-    tests_file.write_text(
-        tests_text.format(new=fakes.NEW_TEST_SOURCE, ext=fakes.EXTENDED_TEST)
-    )
-    before = install.snapshot()
-    err = refused(run, install, "apply")
-    assert message in err
-    assert f"{tests_file}:" in err
-    assert install.snapshot() == before
-
-
-@pytest.mark.parametrize(
     "text, message",
     [
         (b"just some text\n", "not in `git format-patch` form"),
@@ -221,7 +192,7 @@ def test_export_to_a_read_only_folder(data, tmp_path):
 
 
 def test_a_failing_git_is_one_line(run, tmp_path, monkeypatch):
-    # git.diffstat and git.new_file_diff raised a bare RuntimeError, which
+    # git.diffstat raised a bare RuntimeError, which
     # reached the user as a traceback.
     from torchpatch import git
 

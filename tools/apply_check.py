@@ -14,49 +14,31 @@ takes a 5 GB venv.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 
-from tools.run import torchpatch
+from tools.plumbing import Failed, torchpatch, wheel_files
 
 
-def fetch_wheel(release: str, into: Path) -> Path:
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-         "--disable-pip-version-check", "--only-binary=:all:",
-         "--python-version=3.11", "-d", str(into), f"torch=={release}"],
-        env=dict(os.environ, PIP_CONSTRAINT=os.devnull), check=True,
-    )  # fmt: skip
-    (wheel,) = into.glob("torch-*.whl")
-    return wheel
-
-
-def unpack(wheel: Path, site_packages: Path) -> None:
-    with zipfile.ZipFile(wheel) as archive:
-        for name in archive.namelist():
-            dist_info = name.split("/")[0].endswith(".dist-info")
-            if name.startswith("torch/_dynamo/") or (
-                dist_info and name.endswith(("/METADATA", "/RECORD"))
-            ):
-                archive.extract(name, site_packages)
+def wanted(name: str) -> bool:
+    """What torchpatch reads and writes: torch/_dynamo/, METADATA and RECORD."""
+    dist_info = name.split("/")[0].endswith(".dist-info")
+    return name.startswith("torch/_dynamo/") or (
+        dist_info and name.endswith(("/METADATA", "/RECORD"))
+    )
 
 
 def check(release: str, work: Path) -> str | None:
     """None if the series applies, reapplies as a no-op and reverts to RECORD."""
-    wheels, site_packages = work / "wheel", work / "site-packages"
+    site_packages = work / "site-packages"
     try:
-        unpack(fetch_wheel(release, wheels), site_packages)
-        shutil.rmtree(wheels)
+        wheel_files(release, wanted, site_packages)
         target = ("--site-packages", str(site_packages))
         applied = torchpatch("apply", *target)
         again = torchpatch("apply", *target)
         reverted = torchpatch("revert", *target)
-    except (RuntimeError, subprocess.CalledProcessError, ValueError) as error:
+    except (Failed, ValueError) as error:
         return str(error)
     if not applied.startswith("applied") or "already applied" not in again:
         return f"unexpected output:\n{applied}{again}"

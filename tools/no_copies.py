@@ -17,9 +17,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from tools.paths import ROOT
+from tools.plumbing import ROOT, UPSTREAM
 
-UPSTREAM = ROOT.parent / "shared" / "upstream"
 WINDOW = 40  # lines, blank ones left out
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from pip._vendor.packaging.requirements import Requirement
 from pip._vendor.packaging.utils import canonicalize_name
 
-from tools.paths import ROOT
+from tools.plumbing import ROOT
 
 PIP = (sys.executable, "-m", "pip", "--disable-pip-version-check")
 

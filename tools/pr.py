@@ -14,13 +14,11 @@ own tests. It writes, under build/pr/:
   (build/stack-check/results.json, from `make stack-check`); for the last PR
   that changes test/dynamo/test_hop_mutation.py, a run of it as PyTorch's
   CI runs it and a before/after table of the issue's reproducer
-  (tools/reproducer.py), each without and with the whole stack;
+  (tools/demo.py), each without and with the whole stack;
   with the whole stack, PyTorch's own test files (the last `make
   upstream-test` of this release) and upstream's lint and mypy. `make pr`
   runs those checks first, so the results are of the series being written;
   a result that is missing stops it, naming the target that makes it.
-
-It leaves the venv's torch patched.
 """
 
 from __future__ import annotations
@@ -34,11 +32,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from tools.demo import run_forms
-from tools.paths import BUILD, ROOT
-from tools.run import torchpatch
-from torchpatch import bundle, series
-from torchpatch.targets import InstalledTorch
+from tools.demo import errors as form_errors
+from tools.plumbing import BUILD, ROOT, installed_series, venv_states
+from tools.series_tests import TestFile, exported
+from torchpatch import series
 
 OUT = BUILD / "pr"
 STACK = BUILD / "stack-check" / "results.json"
@@ -52,11 +49,11 @@ def result(path: Path, target: str) -> dict[str, Any]:
     return found
 
 
-def run_test_file(path: Path, upstream: str) -> dict[str, Any]:
+def run_test_file(python: Path, path: Path, upstream: str) -> dict[str, Any]:
     """`python <test file>` (upstream where the PR adds it), as PyTorch's CI
     runs it: counts and seconds."""
     proc = subprocess.run(
-        [sys.executable, path.name], cwd=path.parent,
+        [python, path.name], cwd=path.parent,
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     ran = re.search(r"^Ran (\d+) tests? in ([\d.]+)s$", proc.stderr, re.MULTILINE)
@@ -142,14 +139,15 @@ def cell(error: dict[str, Any]) -> str:
     return text.replace("|", "\\|")
 
 
-def before_after(version: str, test: series.TestFile) -> tuple[str, dict[str, Any]]:
+def before_after(version: str, test: TestFile) -> tuple[str, dict[str, Any]]:
     """The table of errors without and with the stack, and the runs of the
     test file the stack adds."""
+    assert test.upstream is not None
     errors, results = {}, {}
-    for state, command in (("pristine", "revert"), ("patched", "apply")):
-        torchpatch(command)
-        errors[state] = run_forms("1")
-        results[state] = run_test_file(bundle.data_root() / test.path, test.exported_as)
+    with venv_states(BUILD / "pr-states") as pythons:
+        for state, python in pythons.items():
+            errors[state] = form_errors(python, "1")
+            results[state] = run_test_file(python, ROOT / test.path, test.upstream)
     rows = [
         "| change in a `control_flow.map` body | without the stack | with it |",
         "|---|---|---|",
@@ -297,14 +295,13 @@ def slug(patch: series.Patch) -> str:
 
 
 def main() -> int:
-    install = InstalledTorch.find()
+    install, found = installed_series()
     version = install.version
-    found = series.load_series(bundle.data_root() / "patches", version)
     author = identity()
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True)
-    (test,) = [t for t in found.exported_tests if t.runs]
-    last = max(n for n, p in enumerate(found.patches, 1) if test.exported_as in p.files)
+    (test,) = [t for t in exported(found) if t.runs]
+    last = max(n for n, p in enumerate(found.patches, 1) if test.upstream in p.files)
     for number, patch in enumerate(found.patches, 1):
         name = f"{number:02d}-{slug(patch)}"
         text = re.sub(
@@ -318,7 +315,6 @@ def main() -> int:
             + body(version, found, number, added)
         )
         print(f"wrote {OUT / name}.patch and .md")
-    torchpatch("apply")
     return 0
 
 

@@ -1,38 +1,47 @@
 """Prove the series on the torch of this venv, and record what was found.
 
-For the installed release, in each inlining mode it has (each in its own
-process, with the mode switched by torchpatch's pytest plugin):
+For the installed release, in each inlining mode it has (each run in its own
+process, the mode switched by torchpatch's pytest plugin), in a patched and
+a pristine copy of this venv (plumbing.venv_states):
 
-1. on the patched torch, every test file of the series must pass;
-2. on the pristine torch (`torchpatch revert`), every test of the fix (the
-   HopModuleMutationErrorTests classes) must fail and every control
-   (HopModuleMutationControlTests) must pass (tools/teeth.py).
+1. patched, every test file of the series must pass;
+2. pristine, every test of the fix (the HopModuleMutationErrorTests
+   classes) must fail, and every control (HopModuleMutationControlTests),
+   which describes what already worked, must pass: the tests bite.
 
 `--extended` runs step 2 on every test file of the series; without it, on
 the files the pull request adds (the extended suites' fix tests take most of
 the time, pristine, and were proven with the rest by `make test TORCH=all`).
 
-The series is re-applied whatever happens. Writes build/releases/<release>.json
-(release, series, era, modes, counts, date, commit), which `make test TORCH=all`
-gathers into results/releases.json and README's table of releases.
+Writes build/releases/<release>.json (release, series, era, modes, counts,
+date, commit), which `make test TORCH=all` gathers into results/releases.json
+and README's table of releases.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
+import os
 import sys
 import time
 from datetime import date
+from pathlib import Path
 
-from tools.paths import BUILD, ROOT
-from tools.run import torchpatch
-from tools.teeth import check_pristine, run_tests
-from torchpatch import bundle, series
+from tools.plumbing import (
+    BUILD,
+    ROOT,
+    counts,
+    installed_series,
+    junit,
+    run,
+    venv_states,
+)
+from tools.series_tests import tests as series_tests
 from torchpatch.inline_mode import modes, switchable
-from torchpatch.targets import InstalledTorch
 
 OUT = BUILD / "releases"
+FIX_TESTS = "HopModuleMutationErrorTests"
+CONTROLS = "HopModuleMutationControlTests"
 
 
 def era() -> str:
@@ -46,41 +55,47 @@ def era() -> str:
 
 def checkout() -> str:
     """The commit the proof runs from, marked where tracked files differ."""
-    git = ("git", "-C", str(ROOT))
-    commit = subprocess.run(
-        [*git, "rev-parse", "--short=12", "HEAD"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    changed = subprocess.run(
-        [*git, "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    return f"{commit}+changes" if changed else commit
+    commit = run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT).strip()
+    changed = run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT)
+    return f"{commit}+changes" if changed.strip() else commit
+
+
+def ran(python: Path, selection: list[str], inline: str) -> dict[str, int]:
+    """pytest's counts of selection, in a process with the given mode."""
+    env = dict(os.environ, TORCHDYNAMO_INLINE_INBUILT_NN_MODULES=inline)
+    return counts(junit(selection, python=python, env=env))
 
 
 def main(extended: bool) -> int:
     started = time.monotonic()
-    install = InstalledTorch.find()
-    found = series.load_series(bundle.data_root() / "patches", install.version)
-    tests = [t.path for t in found.tests if t.runs]
+    install, found = installed_series()
+    listed = [t for t in series_tests(found) if t.runs]
+    tests = [t.path for t in listed]
+    pristine_tests = tests if extended else [t.path for t in listed if t.upstream]
     if not tests:
         print(f"prove: the torch {install.version} series lists no tests")
         return 1
-    problems, patched = [], {}
-    torchpatch("apply")
-    for inline in modes():
-        patched[inline] = counts = run_tests(tests, inline)
-        print(
-            f"patched torch {install.version}, inlining={inline}: "
-            f"{counts['passed']}/{counts['tests']} passed"
-        )
-        if counts["tests"] == 0 or counts["passed"] != counts["tests"]:
-            problems.append(f"inlining={inline}: patched, not all passed: {counts}")
-    exported = [t.path for t in found.exported_tests if t.runs]
-    pristine, found_problems = check_pristine(
-        install.version, tests if extended else exported
-    )
-    problems += found_problems
+    problems: list[str] = []
+    results: dict[str, dict[str, object]] = {"patched": {}, "pristine": {}}
+    with venv_states(BUILD / "prove" / install.version) as pythons:
+        for inline in modes():
+            patched = results["patched"][inline] = ran(
+                pythons["patched"], tests, inline
+            )
+            fix, controls = (ran(pythons["pristine"], [f"{t}::{cls}" for t in pristine_tests],
+                                 inline) for cls in (FIX_TESTS, CONTROLS))  # fmt: skip
+            results["pristine"][inline] = {"fix": fix, "controls": controls}
+            print(f"torch {install.version}, inlining={inline}: patched "
+                  f"{patched['passed']}/{patched['tests']} passed; pristine, fix "
+                  f"tests {fix['failures']}/{fix['tests']} failed, controls "
+                  f"{controls['passed']}/{controls['tests']} passed")  # fmt: skip
+            for what, got, want in (("patched, not all passed", patched, "passed"),
+                                    ("pristine, not every fix test failed", fix,
+                                     "failures"),
+                                    ("pristine, controls did not all pass", controls,
+                                     "passed")):  # fmt: skip
+                if got["tests"] == 0 or got[want] != got["tests"]:
+                    problems.append(f"inlining={inline}: {what}: {got}")
     result = {
         "release": install.version,
         "torch": install.full_version,
@@ -88,9 +103,8 @@ def main(extended: bool) -> int:
         "era": era(),
         "modes": modes(),
         "tests": tests,
-        "pristine_tests": tests if extended else exported,
-        "patched": patched,
-        "pristine": pristine,
+        "pristine_tests": pristine_tests,
+        **results,
         "proven": not problems,
         "date": date.today().isoformat(),
         "commit": checkout(),

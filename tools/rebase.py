@@ -38,19 +38,24 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.apply_check import fetch_wheel
-from tools.paths import BUILD, ROOT
 from tools.pins import PinError, dry_run
+from tools.plumbing import (
+    BUILD,
+    MAIN as UPSTREAM_TESTS,
+    ROOT,
+    Failed,
+    dep3,
+    git,
+    wheel_files,
+)
+from tools.series_tests import TESTS_FILE
 from torchpatch import series as series_
 from torchpatch.errors import TorchPatchError
 
-UPSTREAM_TESTS = ROOT.parent / "shared" / "upstream" / "pytorch-main"
-AUTHOR = ("-c", "user.name=torchpatch rebase", "-c", "user.email=rebase@localhost")
 STATE = "torchpatch-rebase.json"  # in the scratch repository's .git
 # A series' recorded resolutions: for each of git's rr-cache entries,
 # <hash>/preimage.diff (the conflicted file, from TO's file) and
@@ -119,17 +124,6 @@ class Job:
         )
 
 
-def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", *AUTHOR, *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=check,
-        env=dict(os.environ, GIT_EDITOR="true", LC_ALL="C"),
-    )
-
-
 def has_wheel(release: str) -> bool:
     """Whether PyPI has a torch wheel of release for CPython 3.11, from its
     metadata (a dry run of pip), before any wheel is downloaded."""
@@ -142,19 +136,10 @@ def has_wheel(release: str) -> bool:
 
 def wheel_fetch(release: str, paths: Sequence[str], into: Path) -> None:
     """Writes into/<path> for each path under torch/ that release's wheel has."""
-    with tempfile.TemporaryDirectory() as download:
-        try:
-            wheel = fetch_wheel(release, Path(download))
-        except subprocess.CalledProcessError:
-            raise RebaseError(
-                f"torch {release}: pip found no wheel of it for CPython 3.11"
-            ) from None
-        with zipfile.ZipFile(wheel) as archive:
-            names = set(archive.namelist())
-            for path in paths:
-                if path in names:
-                    (into / path).parent.mkdir(parents=True, exist_ok=True)
-                    (into / path).write_bytes(archive.read(path))
+    try:
+        wheel_files(release, set(paths).__contains__, into)
+    except Failed as error:
+        raise RebaseError(str(error)) from None
 
 
 def write_tree(repo: Path, paths: Sequence[str], release: str, fetch: Fetch) -> None:
@@ -276,7 +261,7 @@ def not_carried(job: Job) -> set[str]:
     header_file = job.patches_root / f"torch-{job.to_release}" / "HEADER"
     if not _in_place(job) or not header_file.is_file():
         return set()
-    value = dict(_dep3(header_file.read_text())).get("Not-Carried", "")
+    value = dep3(header_file.read_text()).get("Not-Carried", "")
     return {line.strip() for line in value.splitlines() if line.strip()}
 
 
@@ -287,7 +272,7 @@ def carries_tests(job: Job) -> bool:
     header_file = job.patches_root / f"torch-{job.to_release}" / "HEADER"
     if not _in_place(job) or not header_file.is_file():
         return True
-    value = dict(_dep3(header_file.read_text())).get("Carried-Tests", "")
+    value = dep3(header_file.read_text()).get("Carried-Tests", "")
     return not value.startswith("none")
 
 
@@ -478,7 +463,7 @@ def describe_changes(job: Job, before: list[str], after: list[str]) -> str:
 
 def header(job: Job, changes: str) -> str:
     origin = job.from_dir / "HEADER"
-    fields = dict(_dep3(origin.read_text())) if origin.is_file() else {}
+    fields = dep3(origin.read_text()) if origin.is_file() else {}
     today = datetime.date.today().isoformat()
     return (
         f"Description: {fields.get('Description', 'the fix for torch ' + job.to_release)}"
@@ -490,20 +475,6 @@ def header(job: Job, changes: str) -> str:
         f"\nChanges: {changes}"
         f"\nLast-Update: {today}\n"
     )
-
-
-def _dep3(text: str) -> list[tuple[str, str]]:
-    """The fields of a DEP-3 header; a continuation line starts with a space."""
-    fields: list[tuple[str, str]] = []
-    for line in text.splitlines():
-        if line.startswith(" ") and fields:
-            name, value = fields[-1]
-            fields[-1] = (name, f"{value}\n{line}")
-            continue
-        name, colon, value = line.partition(":")
-        if colon and name and not name.startswith("#"):
-            fields.append((name, value.strip()))
-    return fields
 
 
 def finish(job: Job, requirements: str | None) -> Path:
@@ -541,9 +512,9 @@ def finish(job: Job, requirements: str | None) -> Path:
         "\n".join(comments + [p.name for p in patches]) + "\n"
     )
     if not existing:
-        tests = job.from_dir / series_.TESTS_FILE
+        tests = job.from_dir / TESTS_FILE
         if tests.is_file():
-            shutil.copyfile(tests, target / series_.TESTS_FILE)
+            shutil.copyfile(tests, target / TESTS_FILE)
             print(
                 f"rebase: {target.name} takes {tests}'s tests, unchanged: a "
                 f"release that needs a test file of its own fails their proof"
@@ -647,7 +618,7 @@ def run(
         if proof.returncode != 0:
             print(
                 f"rebase: the series applies but its proof failed; it was proven "
-                f"with {job.to_dir / series_.TESTS_FILE}, which a release that "
+                f"with {job.to_dir / TESTS_FILE}, which a release that "
                 f"needs its own test file fails",
                 file=sys.stderr,
             )

@@ -14,7 +14,7 @@ patched torch/_dynamo of this interpreter's torch:
 - every gb_type whose calls the series changes or adds must be in sync, in
   the registry once, and raised with one text everywhere.
 
-    python -m tools.registry_lint     # with the venv's python; torch is left patched
+    python -m tools.registry_lint     # with the venv's python
 
 A release without a registry (before 2.8) has nothing to check.
 """
@@ -24,11 +24,12 @@ from __future__ import annotations
 import ast
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from tools.run import torchpatch
+from tools.plumbing import BUILD, write_tree
 
 Call = tuple[Any, ...]  # (context, explanation, hints)
 # The functions whose calls the lint reads; 2.10 renamed unimplemented_v2.
@@ -157,10 +158,13 @@ def main() -> int:
     if not (dynamo / "graph_break_registry.json").is_file():
         print(f"registry lint: torch {torch.__version__} has no registry; skipped")
         return 0
-    torchpatch("revert")
-    pristine_calls, pristine = state(dynamo)
-    torchpatch("apply")
-    patched_calls, patched = state(dynamo)
+    found = {}
+    for name in ("pristine", "patched"):
+        tree = BUILD / "registry-lint" / name
+        shutil.rmtree(tree, ignore_errors=True)
+        write_tree(tree, name, ["torch/_dynamo/**/*.py", "torch/_dynamo/*.json"])
+        found[name] = state(tree / "torch" / "_dynamo")
+    (pristine_calls, pristine), (patched_calls, patched) = found.values()
     changed = sorted(
         g for g in patched_calls if patched_calls[g] != pristine_calls.get(g)
     )

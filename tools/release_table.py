@@ -19,7 +19,7 @@ import subprocess
 import sys
 from typing import Any
 
-from tools.paths import BUILD, RESULTS, ROOT
+from tools.plumbing import BUILD, RESULTS, ROOT, between_markers
 from torchpatch.series import served_releases
 
 RECORDS = BUILD / "releases"
@@ -71,14 +71,6 @@ def table(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def readme_with(text: str, rendered: str) -> str:
-    head, begin, rest = text.partition(BEGIN)
-    _, end, tail = rest.partition(END)
-    if not begin or not end:
-        raise SystemExit(f"release table: {README} has no {BEGIN!r} ... {END!r}")
-    return f"{head}{BEGIN}\n{rendered}\n{END}{tail}"
-
-
 def changed_since(record: dict[str, Any]) -> bool:
     """Whether the series or test files a record proved differ from this
     checkout's, at the commit it names (a record of a dirty tree, or of an
@@ -117,7 +109,7 @@ def record() -> int:
             records.append(old)
     RELEASES.parent.mkdir(parents=True, exist_ok=True)
     RELEASES.write_text(json.dumps({"releases": records}, indent=2) + "\n")
-    README.write_text(readme_with(README.read_text(), table(records)))
+    README.write_text(between_markers(README.read_text(), BEGIN, END, table(records)))
     print(f"release table: {len(records)} releases recorded in {RELEASES}")
     if missing:
         print(f"release table: no record for {', '.join(missing)}", file=sys.stderr)
@@ -128,7 +120,7 @@ def record() -> int:
 def check() -> int:
     records = json.loads(RELEASES.read_text())["releases"]
     text = README.read_text()
-    if readme_with(text, table(records)) != text:
+    if between_markers(text, BEGIN, END, table(records)) != text:
         print(f"release table: README differs from {RELEASES}", file=sys.stderr)
         return 1
     return 0

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from tools import rebase
-from tools.paths import BUILD, ROOT
+from tools.plumbing import BUILD, ROOT, dep3
 from torchpatch import series as series_
 
 PATCHES = ROOT / "patches"
@@ -33,7 +33,7 @@ PATCHES = ROOT / "patches"
 def parent(series_dir: Path) -> str | None:
     """FROM of a derived series: the one release its HEADER's Rebased-From
     names, where its Origin says it was made by `make rebase`."""
-    fields = dict(rebase._dep3((series_dir / "HEADER").read_text()))
+    fields = dep3((series_dir / "HEADER").read_text())
     origin, rebased_from = fields.get("Origin", ""), fields.get("Rebased-From", "")
     if "make rebase" not in origin:
         return None

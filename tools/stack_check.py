@@ -15,7 +15,7 @@ for each commit:
   pass on both.
 
 The torch states are the pristine hard-linked copy of this virtualenv
-(tools/torch_states.py), whose touched files torchpatch's writer replaces,
+(plumbing.venv_states), whose touched files torchpatch's writer replaces,
 so the original venv is never written. Prints a line per commit and state,
 and writes build/stack-check/results.json for `make pr`.
 
@@ -29,28 +29,20 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from tools.paths import BUILD, ROOT
-from tools.run import pytest_command
-from tools.teeth import CONTROLS
-from tools.torch_states import torch_states
-from tools.upstream_test import check, outcomes as upstream_outcomes, site_packages
-from torchpatch import bundle, series, snapshots, writes
-from torchpatch.targets import InstalledTorch
+from tools import plumbing
+from tools.plumbing import BUILD, MAIN as UPSTREAM, SHIMS, installed_series, junit
+from tools.prove import CONTROLS
+from torchpatch import series, snapshots, writes
 
 WORK = BUILD / "stack-check"
-UPSTREAM = ROOT.parent / "shared" / "upstream" / "pytorch-main"
-SHIMS = Path(__file__).resolve().parent / "shims"
-IDENTITY = ("-c", "user.name=stack-check", "-c", "user.email=stack@localhost")
 HUNK = re.compile(r"^@@ -\S+ \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
 
 
 def git(tree: Path, *args: str) -> str:
-    return check(["git", *IDENTITY, *args], cwd=tree)
+    return plumbing.git(tree, *args).stdout
 
 
 def make_tree(tree: Path, site: Path, found: series.Series) -> list[str]:
@@ -133,16 +125,10 @@ def install(tree: Path, commit: str, site: Path, files: list[str]) -> None:
 
 def outcomes(python: Path, tree: Path, test: str, names: list[str]) -> dict[str, str]:
     """{class::test: passed | failed} of names (all if empty) in test's file."""
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "report.xml"
-        selection = ["-k", " or ".join(names)] if names else []
-        subprocess.run(
-            pytest_command("-p", "release_shims", "-c", os.devnull, f"--rootdir={tree}",
-                           f"--junitxml={report}", test, *selection, python=python),
-            cwd=tree, env=dict(os.environ, PYTHONPATH=str(SHIMS)),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
-        )  # fmt: skip
-        found = upstream_outcomes(report)
+    selection = ["-k", " or ".join(names)] if names else []
+    found = junit(["-p", "release_shims", "-c", os.devnull, f"--rootdir={tree}", test,
+                   *selection], python=python, cwd=tree,
+                  env=dict(os.environ, PYTHONPATH=str(SHIMS)))  # fmt: skip
 
     def selected(case: str) -> bool:
         name = case.rpartition("::")[2]
@@ -157,13 +143,12 @@ def outcomes(python: Path, tree: Path, test: str, names: list[str]) -> dict[str,
 
 
 def main() -> int:
-    install_ = InstalledTorch.find()
-    found = series.load_series(bundle.data_root() / "patches", install_.version)
+    install_, found = installed_series()
     problems: list[str] = []
     WORK.mkdir(parents=True, exist_ok=True)
-    with torch_states(Path(sys.prefix), WORK) as pythons:
+    with plumbing.venv_states(WORK) as pythons:
         python = pythons["pristine"]
-        site = site_packages(python)
+        site = plumbing.site_packages(python)
         tree = WORK / "tree"
         commits = make_tree(tree, site, found)
         runs: list[dict[str, object]] = []

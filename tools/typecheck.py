@@ -1,9 +1,10 @@
 """mypy on what a series changes, with upstream's settings: no new error.
 
 For the torch of this interpreter and its series, copies torch's Python
-sources (.py, .pyi, py.typed) as the wheel has them, runs mypy on the .py
-files the series touches under torch/, writes those files as the series
-leaves them and runs mypy again (incrementally, on one cache). mypy follows
+sources (.py, .pyi, py.typed) as the wheel has them (plumbing.write_tree,
+whatever state the venv is in), runs mypy on the .py files the series
+touches under torch/, writes those files as the series leaves them and runs
+mypy again (incrementally, on one cache). mypy follows
 every import into the rest of torch, as upstream's `files = torch` does, so
 an error the series causes in a file it does not touch counts too.
 
@@ -21,7 +22,7 @@ recorded), without its plugins (mypy_plugins/ is not in a wheel) and with
 lists. mypy's version is the one main's .ci/docker/requirements-ci.txt pins
 (checked at 00062d375bf35995afc6562293d9fdff20052900), in .venvs/lint.
 
-    python -m tools.typecheck       # with a release venv's python; torch is left patched
+    python -m tools.typecheck       # with a release venv's python
 """
 
 from __future__ import annotations
@@ -35,14 +36,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from tools.paths import BUILD, ROOT
-from tools.run import torchpatch
-from torchpatch import bundle, series
-from torchpatch.targets import InstalledTorch
+from tools.plumbing import BUILD, ROOT, installed_series, write_tree
 
 WORK = BUILD / "typecheck"  # a folder per release
 MYPY = ROOT / ".venvs" / "lint" / "bin" / "mypy"
-SOURCES = ("*.py", "*.pyi", "py.typed")
+SOURCES = ("torch/**/*.py", "torch/**/*.pyi", "torch/**/py.typed")
 UNTYPED_THIRD_PARTY = ("triton", "sympy", "matplotlib", "numba", "scipy", "IPython")
 SETTINGS = """\
 [mypy]
@@ -68,19 +66,6 @@ disallow_any_generics = True
 _ERROR = re.compile(r"^(?P<path>[^:\s]+):\d+:\d+: error: (?P<text>.*)$")
 
 Errors = Counter[tuple[str, str]]  # (path, message) -> count
-
-
-def copy_sources(install: InstalledTorch, tree: Path) -> None:
-    """tree/torch: the Python sources of the installed torch."""
-    shutil.rmtree(tree, ignore_errors=True)
-    torch = install.root / "torch"
-    for pattern in SOURCES:
-        for source in torch.rglob(pattern):
-            if "__pycache__" in source.parts:
-                continue
-            target = tree / source.relative_to(install.root)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
 
 
 def write_config(work: Path) -> Path:
@@ -110,20 +95,15 @@ def mypy(tree: Path, config: Path, paths: list[str]) -> tuple[Errors, float]:
 
 
 def main() -> int:
-    install = InstalledTorch.find()
-    found = series.load_series(bundle.data_root() / "patches", install.version)
+    install, _ = installed_series()
     work = WORK / install.version
     tree = work / "tree"
+    shutil.rmtree(tree, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
     config = write_config(work)
-    paths = [f for f in found.files if f.startswith("torch/") and f.endswith(".py")]
-
-    torchpatch("revert")
-    copy_sources(install, tree)
+    paths = write_tree(tree, "pristine", SOURCES)
     pristine, pristine_time = mypy(tree, config, paths)
-    torchpatch("apply")
-    for path in paths:
-        shutil.copyfile(install.root / path, tree / path)
+    write_tree(tree, "patched")
     patched, patched_time = mypy(tree, config, paths)
 
     new = patched - pristine

@@ -32,10 +32,8 @@ from importlib import metadata
 from pathlib import Path
 
 from tools import registry_lint
-from tools.paths import BUILD, ROOT
-from tools.run import torchpatch
-from torchpatch import bundle, series
-from torchpatch.targets import InstalledTorch
+from tools.plumbing import BUILD, ROOT, installed_series, write_tree
+from tools.series_tests import exported
 
 WORK = BUILD / "upstream-lint"  # a folder per release
 TOOLS = ROOT / ".venvs" / "lint" / "bin"
@@ -48,20 +46,18 @@ FLAKE8_ONLY = (
 _FINDING = re.compile(r"^(?P<path>[^:\s]+):\d+:\d+: (?P<code>[A-Z]+\d+) (?P<text>.*)$")
 
 
-def write_trees(install: InstalledTorch, found: series.Series, work: Path) -> list[str]:
+def write_trees(work: Path) -> list[str]:
     """work/pristine and work/patched; the paths linted, relative to both."""
     shutil.rmtree(work, ignore_errors=True)
-    touched = [f for f in found.files if f.startswith("torch/") and f.endswith(".py")]
-    for state, command in (("pristine", "revert"), ("patched", "apply")):
-        torchpatch(command)
-        for path in touched:
-            (work / state / path).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(install.root / path, work / state / path)
-    for test in found.exported_tests:
-        target = work / "patched" / test.exported_as
+    touched = [write_tree(work / state, state) for state in ("pristine", "patched")][0]
+    _, found = installed_series()
+    tests = exported(found)
+    for test in tests:
+        assert test.upstream is not None
+        target = work / "patched" / test.upstream
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(bundle.data_root() / test.path, target)
-    return touched + [t.exported_as for t in found.exported_tests]
+        shutil.copyfile(ROOT / test.path, target)
+    return touched + [t.upstream for t in tests if t.upstream]
 
 
 Finding = tuple[str, str, str]  # (path, code, text)
@@ -111,10 +107,9 @@ def unformatted(tree: Path, paths: list[str]) -> set[str]:
 
 
 def main() -> int:
-    install = InstalledTorch.find()
-    found = series.load_series(bundle.data_root() / "patches", install.version)
+    install, _ = installed_series()
     work = WORK / install.version
-    paths = write_trees(install, found, work)
+    paths = write_trees(work)
     pristine, patched = work / "pristine", work / "patched"
     new = findings(patched, paths) - findings(pristine, paths)
     problems = [

@@ -7,7 +7,8 @@ of that release) or else the matching folder of ../shared/upstream/
 2.13 and later, which has no release test tree there, `pytorch-main`):
 
 1. export: two trees, each the wheel's torch/ sources plus those tests;
-   `torchpatch export` must pass `git apply --check` on one and is applied
+   the series' export with its tests (tools/series_tests.py) must pass
+   `git apply --check` on one and is applied
    to it, and its torch/ files must then equal what `torchpatch apply`
    writes into the install.
 2. seeds: for each test of SEEDS that the export changes (test_map_side_effects,
@@ -43,19 +44,27 @@ import shutil
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from collections import Counter
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from tools.paths import BUILD, ROOT
-from tools.run import pytest_command, torchpatch
-from tools.torch_states import STATES, torch_states
+from tools.plumbing import (
+    BUILD,
+    SHIMS,
+    STATES,
+    UPSTREAM as SHARED,
+    installed_series,
+    outcomes,
+    pytest_command,
+    run,
+    site_packages,
+    venv_states,
+)
+from tools.series_tests import with_tests
 from torchpatch.inline_mode import modes
 from torchpatch.series import version_key
 
-SHARED = ROOT.parent / "shared" / "upstream"
 WORK = BUILD / "upstream-test"
 # Under test/; each runs where the test folder has it.
 FILES = (
@@ -74,7 +83,6 @@ SEEDS = {
     ),
 }
 TODAYS_LINE = (2, 13)  # releases from here on run pytorch-main's tests
-SHIMS = Path(__file__).resolve().parent / "shims"
 ENV = "TORCHDYNAMO_INLINE_INBUILT_NN_MODULES"
 TIMEOUT = 3600  # seconds for one test file
 # What the run found, written to <work>/results.json for `make pr`.
@@ -93,20 +101,6 @@ def find_tests(version: str) -> Path | None:
         if (SHARED / name / "test" / "dynamo").is_dir():
             return SHARED / name
     return None
-
-
-def check(args: list[Any], cwd: Path | None = None) -> str:
-    # git must not take this repository for the tree it works on.
-    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(cwd.parent) if cwd else "")
-    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"upstream-test: {' '.join(map(str, args))}:\n{proc.stderr}")
-    return proc.stdout
-
-
-def site_packages(python: Path) -> Path:
-    code = "import torch, pathlib; print(pathlib.Path(torch.__file__).parents[1])"
-    return Path(check([python, "-c", code]).strip())
 
 
 def make_tree(tree: Path, torch_root: Path, tests: Path) -> None:
@@ -128,14 +122,12 @@ def make_tree(tree: Path, torch_root: Path, tests: Path) -> None:
         path.chmod(path.stat().st_mode | 0o200)
 
 
-def apply_export(
-    tree: Path, version: str, patched: Path
-) -> tuple[list[str], list[str]]:
+def apply_export(tree: Path, patched: Path) -> tuple[list[str], list[str]]:
     """Problems, and the tests of SEEDS whose files the export changes."""
     exported = tree.parent / "upstream.patch"
-    torchpatch("export", "--torch-version", version, exported)
-    check(["git", "apply", "--check", str(exported)], cwd=tree)
-    check(["git", "apply", str(exported)], cwd=tree)
+    exported.write_bytes(with_tests(installed_series()[1]))
+    run(["git", "apply", "--check", exported], cwd=tree)
+    run(["git", "apply", exported], cwd=tree)
     paths = sorted(
         {
             line.split()[-1][2:]
@@ -197,19 +189,6 @@ def seed(test: str, tree: Path, pythons: dict[str, Path]) -> list[str]:
             elif passed != (state == "patched"):
                 problems.append(f"seed {test} {state} {label}: expected the opposite")
     return problems
-
-
-def outcomes(report: Path) -> dict[str, str]:
-    found = {}
-    for case in ET.parse(report).getroot().iter("testcase"):
-        kinds = {child.tag for child in case}
-        outcome = next(
-            (k for k in ("failure", "error", "skipped") if k in kinds), "passed"
-        )
-        # classname is dotted from the rootdir: keep what names the test.
-        where = case.get("classname", "").removeprefix("test.")
-        found[f"{where}::{case.get('name')}"] = outcome
-    return found
 
 
 def run_file(
@@ -329,12 +308,12 @@ def main() -> int:
     work = WORK / f"torch-{version}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    with torch_states(Path(sys.prefix), work) as pythons:
+    with venv_states(work) as pythons:
         trees = {state: work / f"tree-{state}" for state in STATES}
         for tree in trees.values():
             make_tree(tree, site_packages(pythons["pristine"]), tests)
         problems, seeds = apply_export(
-            trees["patched"], version, site_packages(pythons["patched"])
+            trees["patched"], site_packages(pythons["patched"])
         )
         for test in seeds:
             problems += seed(test, trees["patched"], pythons)

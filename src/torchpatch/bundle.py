@@ -1,7 +1,7 @@
-"""Where this project's patches/ and fix_tests/ directories are.
+"""Where this project's patches/ directory is.
 
-A wheel built from this repository carries them as package data under
-torchpatch/_data; an editable install reads them from the checkout.
+A wheel built from this repository carries it as package data under
+torchpatch/_data; an editable install reads it from the checkout.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--data",
         type=Path,
-        help="directory holding patches/ and fix_tests/ (default: the bundled ones)",
+        help="directory holding patches/ (default: the bundled one)",
     )
     sub = parser.add_subparsers(metavar="COMMAND")
 
@@ -91,9 +91,7 @@ def _parser() -> argparse.ArgumentParser:
             help="with --source-tree: the release it is (default: its version.txt)",
         )
 
-    exporter = sub.add_parser(
-        "export", help="write one upstream patch: the series plus the new tests"
-    )
+    exporter = sub.add_parser("export", help="write the series as one upstream patch")
     exporter.add_argument("out", help="file to write, or - for standard output")
     exporter.add_argument(
         "--torch-version",
@@ -157,7 +155,7 @@ def _export(args: argparse.Namespace) -> int:
                 f"{error}: pass --torch-version, one of: {', '.join(versions)}"
             ) from None
     found = series.load_series(root / "patches", version)
-    text = export.build(found, root)
+    text = export.build(found)
     if args.out == "-":
         sys.stdout.buffer.write(text)
         sys.stdout.flush()
@@ -167,8 +165,8 @@ def _export(args: argparse.Namespace) -> int:
         out.write_bytes(text)
     except OSError as error:
         raise TorchPatchError(f"cannot write {out}: {error.strerror}") from None
-    tests = ", ".join(str(t.upstream) for t in found.exported_tests) or "no test files"
-    print(f"wrote {out}: torch {version} series plus {tests}")
+    count = len(found.patches)
+    print(f"wrote {out}: the torch {version} series, {count} patch{'es' * (count > 1)}")
     return 0
 
 

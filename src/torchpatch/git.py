@@ -1,4 +1,4 @@
-"""The git commands torchpatch runs: `git apply`, and `git diff` for new files.
+"""The git commands torchpatch runs: `git apply`, and its --stat for export.
 
 git runs with GIT_CEILING_DIRECTORIES set so that it never mistakes a
 surrounding checkout (a virtualenv inside a repository, say) for the tree
@@ -59,37 +59,10 @@ def scratch_dir() -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
 
 
-def new_file_diff(source: Path, relpath: str) -> bytes:
-    """A `diff --git` section that creates relpath with the bytes of source,
-    as format-patch writes it."""
-    with scratch_dir() as tmp:
-        tree = Path(tmp)
-        (tree / relpath).parent.mkdir(parents=True)
-        shutil.copyfile(source, tree / relpath)
-        proc = _run(
-            [
-                "-c",
-                "core.quotepath=off",
-                "diff",
-                "--no-index",
-                "--no-color",
-                "--no-ext-diff",
-                "--full-index",
-                "--src-prefix=a/",
-                "--dst-prefix=b/",
-                "/dev/null",
-                relpath,
-            ],
-            cwd=tree,
-        )
-    if proc.returncode != 1:  # --no-index exits 1 when the files differ
-        raise GitFailed(_failure("git diff --no-index", proc))
-    return proc.stdout
-
-
-def diffstat(diff: bytes, cwd: Path) -> bytes:
+def diffstat(diff: bytes) -> bytes:
     """The diffstat and summary that format-patch puts above the diff."""
-    proc = _run(["apply", "--stat", "--summary", "-"], cwd=cwd, stdin=diff)
+    with scratch_dir() as tmp:  # outside any repository, whose subfolder would filter
+        proc = _run(["apply", "--stat", "--summary", "-"], cwd=Path(tmp), stdin=diff)
     if proc.returncode != 0:
         raise GitFailed(_failure("git apply --stat", proc))
     return proc.stdout

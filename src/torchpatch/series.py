@@ -3,14 +3,8 @@
 The series file is quilt's: one patch file name per line, applied in order;
 blank lines and lines starting with `#` are ignored. Every patch is in
 `git format-patch` form with paths relative to the PyTorch source root.
-An optional `tests` file next to it lists, the same way, this project's test
-files for the series, under fix_tests/: `FILE` for one that only this
-project runs (an extended suite), `FILE -> PATH` for one the pull request
-adds as PATH under PyTorch's test/ (`torchpatch export` writes it there as a
-new file). A file named test_*.py is run; any other is a helper module the
-test files import, as is a test file listed `FILE -> PATH (imported)`, whose
-tests another file of the series imports and runs in its own way. Each era keeps its own variant of a test file, and the
-series names the one that fits its release.
+A `tests` file next to it lists the maintainers' tests of the series
+(tools/series_tests.py reads it); torchpatch does not read it.
 
 A series is made against one release, its folder's name. An optional
 `releases` file lists, one a line, every release it was proven on (its tests
@@ -33,14 +27,10 @@ from pathlib import Path
 from torchpatch.errors import MalformedSeries, UnsupportedVersion
 
 SERIES_FILE = "series"
-TESTS_FILE = "tests"
-TESTS_DIR = "fix_tests"  # this project's tests of the fix
 RELEASES_FILE = "releases"
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 _DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
 _SUBJECT_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
-_EXPORTED_AS = "->"
-_IMPORTED = "(imported)"
 
 
 @dataclass(frozen=True)
@@ -55,36 +45,11 @@ class Patch:
 
 
 @dataclass(frozen=True)
-class TestFile:
-    path: str  # in this repository, under fix_tests/
-    upstream: str | None = None  # where the pull request adds it, if it does
-    imported: bool = False  # exported for the test files that import it
-
-    @property
-    def runs(self) -> bool:
-        """A test file; a helper module, or a test file listed `(imported)`,
-        that other test files import does not run."""
-        return Path(self.path).name.startswith("test_") and not self.imported
-
-    @property
-    def exported_as(self) -> str:
-        """Its upstream path: only for a test the pull request adds."""
-        if self.upstream is None:
-            raise MalformedSeries(f"{self.path} is not added by the pull request")
-        return self.upstream
-
-
-@dataclass(frozen=True)
 class Series:
     version: str  # the release it was made against
     directory: Path
     patches: tuple[Patch, ...]
-    tests: tuple[TestFile, ...] = ()  # this project's test files
     releases: tuple[str, ...] = ()  # every release it serves
-
-    @property
-    def exported_tests(self) -> tuple[TestFile, ...]:
-        return tuple(t for t in self.tests if t.upstream is not None)
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -158,7 +123,6 @@ def load_series(patches_root: Path, version: str) -> Series:
         version=directory.name.removeprefix("torch-"),
         directory=directory,
         patches=tuple(_load_patch(directory / name) for name in names),
-        tests=_load_tests(directory / TESTS_FILE, patches_root.parent),
         releases=tuple(r for r, d in served.items() if d == directory),
     )
 
@@ -169,38 +133,6 @@ def _lines(listing: Path) -> Iterator[tuple[str, str]]:
         line = raw.strip()
         if line and not line.startswith("#"):
             yield f"{listing}:{lineno}", line
-
-
-def _load_tests(tests_file: Path, data_root: Path) -> tuple[TestFile, ...]:
-    if not tests_file.is_file():
-        return ()
-    tests: list[TestFile] = []
-    for where, line in _lines(tests_file):
-        path, arrow, upstream = (part.strip() for part in line.partition(_EXPORTED_AS))
-        imported = upstream.endswith(_IMPORTED)
-        upstream = upstream.removesuffix(_IMPORTED).strip()
-        if arrow and not upstream:
-            raise MalformedSeries(f"{where}: {line!r} names no upstream path")
-        trees = [(path, TESTS_DIR)] + ([(upstream, "test")] if arrow else [])
-        for listed, tree in trees:
-            relpath = Path(listed)
-            if (
-                relpath.is_absolute()
-                or ".." in relpath.parts
-                or relpath.parts[0] != tree
-                or len(listed.split()) != 1
-            ):
-                raise MalformedSeries(
-                    f"{where}: {listed!r} must be a path under {tree}/"
-                )
-        if not (data_root / path).is_file():
-            raise MalformedSeries(f"{where}: {path!r} does not exist")
-        if any(path == t.path for t in tests):
-            raise MalformedSeries(f"{where}: {path!r} is listed twice")
-        if arrow and any(upstream == t.upstream for t in tests):
-            raise MalformedSeries(f"{where}: {upstream!r} is exported twice")
-        tests.append(TestFile(Path(path).as_posix(), upstream or None, imported))
-    return tuple(tests)
 
 
 def _parse_series_file(series_file: Path) -> list[str]:

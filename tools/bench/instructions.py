@@ -48,14 +48,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tools.paths import BENCH_RESULTS, BUILD, ROOT
-from tools.run import torchpatch
-from tools.torch_states import STATES
+from tools.plumbing import BUILD, RESULTS, ROOT, STATES, torchpatch
 from torchpatch.series import supported_versions, version_key
 
 # torch 2.6.0 spends about 30 million instructions on one root attribute
@@ -213,6 +211,14 @@ def series_modes(python: Path, wanted: Sequence[int]) -> list[int]:
     return [m for m in wanted if str(m) in proc.stdout.split()]
 
 
+def switched(python: Path) -> Iterator[str]:
+    """Each state in turn, the series' venv switched to it in place (a copy
+    elsewhere would trace differently, see above); left patched."""
+    for state, command in zip(STATES, ("revert", "apply")):
+        torchpatch(command, python=python)
+        yield state
+
+
 def measure_series(
     version: str,
     cases: list[Any],
@@ -224,8 +230,7 @@ def measure_series(
     modes = series_modes(python, wanted)
     counts: ByJob = {}
     profiled: ByJob = {}
-    for state, command in STATES.items():
-        torchpatch(command, python=python)
+    for state in switched(python):
         jobs = [(state, inline, k) for inline in modes for k in layouts]
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             found = pool.map(
@@ -318,8 +323,7 @@ def count_calls(
     modes = series_modes(python, wanted)
     profiled: ByJob = {}
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        for state, command in STATES.items():
-            torchpatch(command, python=python)
+        for state in switched(python):
             for (inline, k), c in call_profiles(python, modes, cases, pool).items():
                 profiled[(state, inline, k)] = c
     return [
@@ -395,7 +399,9 @@ def main() -> int:
         for version in args.torch:
             rows += count_calls(version, CASES, (0, 1))
         today = time.strftime("%Y-%m-%d")
-        record_calls(BENCH_RESULTS / "calls.json", [dict(r, date=today) for r in rows])
+        record_calls(
+            RESULTS / "bench" / "calls.json", [dict(r, date=today) for r in rows]
+        )
         for r in rows:
             print(f"{r['series']:<7} {r['case']:<19} {r['n'] or '':>4} "
                   f"inlining={r['inlining']} {r['calls_added']:+d} "
@@ -413,11 +419,11 @@ def main() -> int:
     if args.smoke:
         cases, layouts, modes = SMOKE_CASES, SMOKE_LAYOUTS, (1,)
         name = f"smoke-{'-'.join(args.torch)}"
-        out = BENCH_RESULTS / f"{name}.json"
+        out = RESULTS / "bench" / f"{name}.json"
         work = work / name
     else:
         cases, layouts, modes = CASES, LAYOUTS, (0, 1)
-        out = BENCH_RESULTS / "latest.json"
+        out = RESULTS / "bench" / "latest.json"
     started = time.monotonic()
     work.mkdir(parents=True, exist_ok=True)
     library = build_library(work)
