@@ -1,18 +1,17 @@
 """README's first screen runs as pasted: its reproducer, saved as a file and
-run with this venv's python, prints what README shows, on the pristine and
-on the patched torch of the newest release (the release README shows). It
-leaves the torch as it found it, pristine or patched."""
+run with the python of a pristine and of a patched copy of this venv,
+prints what README shows, on the newest release (the release README
+shows)."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tools.plumbing import venv_states
 from torchpatch import bundle, series
 from torchpatch.targets import InstalledTorch
 
@@ -31,11 +30,6 @@ def blocks() -> dict[str, str]:
     return {"script": script, "pristine": pristine, "patched": patched}
 
 
-def torchpatch(*args: str) -> str:
-    return subprocess.run([sys.executable, "-m", "torchpatch", *args], check=True,
-                          capture_output=True, text=True).stdout  # fmt: skip
-
-
 @pytest.mark.skipif(
     InstalledTorch.find().version != NEWEST, reason=f"README shows torch {NEWEST}"
 )
@@ -43,15 +37,10 @@ def test_readme_reproducer_prints_what_readme_shows(tmp_path):
     shown = blocks()
     script = tmp_path / "repro.py"
     script.write_text(shown["script"])
-    printed = {}
-    found = json.loads(torchpatch("status", "--json"))["state"]
-    try:
-        for state, command in (("pristine", "revert"), ("patched", "apply")):
-            torchpatch(command)
-            printed[state] = subprocess.run(
-                [sys.executable, str(script)], cwd=tmp_path,
-                capture_output=True, text=True, check=True,
-            ).stdout  # fmt: skip
-    finally:
-        torchpatch("revert" if found == "pristine" else "apply")
+    with venv_states(tmp_path) as pythons:
+        printed = {
+            state: subprocess.run([python, str(script)], cwd=tmp_path,
+                                  capture_output=True, text=True, check=True).stdout
+            for state, python in pythons.items()
+        }  # fmt: skip
     assert printed == {"pristine": shown["pristine"], "patched": shown["patched"]}
