@@ -311,3 +311,20 @@ def test_a_patch_not_carried_may_be_context_of_a_later_one(project: Path) -> Non
     (patch,) = (project / "torch-2.14.1").glob("*.patch")
     assert "+line 23, v2" in patch.read_text()
     assert "+line 20, v2" not in patch.read_text()
+
+
+def test_series_check_fails_once_the_head_is_edited_by_hand(project: Path) -> None:
+    # make series-check: a derived series equals the replay of its parent,
+    # until a hunk of the parent (an era head) is changed by hand.
+    from tools import series_check
+
+    fetch = Releases({"2.14.1": "".join(BASE), "2.15.0": "".join(["new\n"] * 5 + BASE)})
+    assert run(project, fetch, "2.14.1", "2.15.0", "--no-prove") == 0
+    assert series_check.parent(project / "torch-2.15.0") == "2.14.1"
+    build = project.parent / "build"
+    assert series_check.check("2.15.0", "2.14.1", project, fetch, build) == []
+    (head,) = (project / "torch-2.14.1").glob("*.patch")
+    head.write_text(head.read_text().replace("+line 20, patched", "+line 20, by hand"))
+    assert series_check.check("2.15.0", "2.14.1", project, fetch, build) == [
+        f"{head.name} differs from its replay"
+    ]

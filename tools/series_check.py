@@ -51,31 +51,32 @@ def differences(expected: Path, replayed: Path) -> list[str]:
     for name in sorted(set(names) & set(again)):
         if not filecmp.cmp(expected / name, replayed / name, shallow=False):
             found.append(f"{name} differs from its replay")
-    listed = series_.load_series(PATCHES, expected.name.removeprefix("torch-"))
+    listed = series_.load_series(expected.parent, expected.name.removeprefix("torch-"))
     if [p.name for p in listed.patches] != again:
         found.append("its series file lists other patches than the replay")
     return found
 
 
-def check(release: str, from_release: str) -> list[str]:
+def check(release: str, from_release: str, patches: Path = PATCHES,
+          fetch: rebase.Fetch = rebase.wheel_fetch, build: Path = BUILD) -> list[str]:  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         replayed = Path(tmp) / "series"
         job = rebase.Job(
             from_release,
             release,
-            PATCHES,
-            BUILD / "series-check" / f"torch-{from_release}-to-{release}",
+            patches,
+            build / "series-check" / f"torch-{from_release}-to-{release}",
             replayed,
             prove=False,
             like_target=True,
         )
-        if not rebase.start(job, rebase.wheel_fetch):
+        if not rebase.start(job, fetch):
             return [
                 "the replay stops on a conflict no recorded resolution "
                 f"resolves:\n{rebase.conflicts(job)}"
             ]
         rebase.finish(job, None)
-        return differences(PATCHES / f"torch-{release}", replayed)
+        return differences(patches / f"torch-{release}", replayed)
 
 
 def main(argv: list[str]) -> int:
