@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from torchpatch import bundle, series, snapshots, state
-from torchpatch.snapshots import Snapshot
+from torchpatch import bundle, series, snapshots
+from torchpatch.state import inspect
 from torchpatch.targets import InstalledTorch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,34 +160,27 @@ def installed_series() -> tuple[InstalledTorch, series.Series]:
     return install, series.load_series(bundle.data_root() / "patches", install.version)
 
 
-def torch_files(state_: str) -> Snapshot:
-    """The files the series touches, as the installed torch has them in a
-    state, whichever state it is in: torchpatch's own snapshots."""
-    install, found = installed_series()
-    pristine = state.inspect(install, found).pristine
-    return (
-        pristine if state_ == "pristine" else snapshots.patched(pristine, found.patches)
-    )
-
-
-def write_tree(tree: Path, state_: str, sources: Iterable[str] = ()) -> list[str]:
+def write_tree(tree: Path, state: str, sources: Iterable[str] = ()) -> list[str]:
     """tree: the installed torch's files matching sources (globs under its
-    site-packages), with the series' files in a state; its .py files under
-    torch/ that the series touches."""
-    install, _ = installed_series()
+    site-packages), and the files the series touches as they are in a state,
+    whichever state the install is in (torchpatch's own snapshots). Returns
+    the .py files under torch/ that the series touches."""
+    install, found = installed_series()
     for pattern in sources:
         for source in install.root.glob(pattern):
             if source.is_file() and "__pycache__" not in source.parts:
                 target = tree / source.relative_to(install.root)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source, target)
-    files = torch_files(state_)
+    files = inspect(install, found).pristine
+    if state == "patched":
+        files = snapshots.patched(files, found.patches)
     for path, data in files.items():
         (tree / path).unlink(missing_ok=True)
         if data is not None:
             (tree / path).parent.mkdir(parents=True, exist_ok=True)
             (tree / path).write_bytes(data)
-    return [p for p in files if p.startswith("torch/") and p.endswith(".py")]
+    return [p for p in files if p.endswith(".py")]
 
 
 @contextmanager

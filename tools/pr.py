@@ -142,7 +142,6 @@ def cell(error: dict[str, Any]) -> str:
 def before_after(version: str, test: TestFile) -> tuple[str, dict[str, Any]]:
     """The table of errors without and with the stack, and the runs of the
     test file the stack adds."""
-    assert test.upstream is not None
     errors, results = {}, {}
     with venv_states(BUILD / "pr-states") as pythons:
         for state, python in pythons.items():

@@ -36,7 +36,7 @@ _SEPARATOR = b"\n---\n"
 @dataclass(frozen=True)
 class TestFile:
     path: str  # in this repository, under fix_tests/
-    upstream: str | None = None  # where the pull request adds it, if it does
+    upstream: str = ""  # where the pull request adds it, if it does
     imported: bool = False  # exported for the test files that import it
 
     @property
@@ -74,25 +74,25 @@ def tests(found: series.Series, root: Path = ROOT) -> list[TestFile]:
             raise MalformedSeries(f"{where}: {path!r} is listed twice")
         if arrow and any(upstream == t.upstream for t in result):
             raise MalformedSeries(f"{where}: {upstream!r} is exported twice")
-        result.append(TestFile(path, upstream or None, imported))
+        result.append(TestFile(path, upstream, imported))
     return result
 
 
 def exported(found: series.Series, root: Path = ROOT) -> list[TestFile]:
-    return [t for t in tests(found, root) if t.upstream is not None]
+    return [t for t in tests(found, root) if t.upstream]
 
 
 def with_tests(found: series.Series, root: Path = ROOT) -> bytes:
     """`torchpatch export` of the series, with the test files it exports."""
-    stale = [f"{patch.path} creates {test.upstream} unlike {test.path}; rewrite "
-             "it with `python -m tools.series_tests`"
-             for test, patch in _stale(found, root)]  # fmt: skip
+    stale = problems(found, root)
     if stale:
-        raise MalformedSeries(stale[0])
+        raise MalformedSeries(
+            f"{stale[0]}; rewrite it with `python -m tools.series_tests`"
+        )
     extra = b"".join(
         new_file_diff(root / t.path, t.upstream)
         for t in exported(found, root)
-        if t.upstream and _carrier(found, t.upstream) is None
+        if _carrier(found, t.upstream) is None
     )
     return export.build(found, extra)
 
@@ -106,7 +106,6 @@ def _stale(found: series.Series, root: Path) -> list[tuple[TestFile, series.Patc
     """Each carried test file whose text, as the series leaves it, is not FILE."""
     stale = []
     for test in exported(found, root):
-        assert test.upstream is not None
         carrier = _carrier(found, test.upstream)
         if (
             carrier is not None
@@ -116,7 +115,13 @@ def _stale(found: series.Series, root: Path) -> list[tuple[TestFile, series.Patc
     return stale
 
 
-def _left(found: series.Series, carrier: series.Patch, upstream: str) -> bytes | None:
+def problems(found: series.Series, root: Path = ROOT) -> list[str]:
+    """A line for each carried test file that is stale."""
+    return [f"{patch.path} creates {test.upstream} unlike {test.path}"
+            for test, patch in _stale(found, root)]  # fmt: skip
+
+
+def _left(found: series.Series, carrier: series.Patch, upstream: str) -> bytes:
     """What the series leaves at upstream, from the commit that creates it on."""
     with tempfile.TemporaryDirectory() as tmp:
         for patch in found.patches[found.patches.index(carrier) :]:
@@ -134,7 +139,6 @@ def refresh(found: series.Series, root: Path = ROOT) -> list[Path]:
     """Rewrites each stale carried file's section from FILE; the patches changed."""
     changed = []
     for test, patch in _stale(found, root):
-        assert test.upstream is not None
         if sum(test.upstream in p.files for p in found.patches) > 1:
             raise MalformedSeries(
                 f"{test.upstream} is written by several patches of "
@@ -157,20 +161,19 @@ def main(argv: list[str]) -> int:
     check = argv == ["--check"]
     if argv and not check:
         raise SystemExit("usage: python -m tools.series_tests [--check]")
-    problems = []
+    found_problems = []
     for version in series.supported_versions(ROOT / "patches"):
         found = series.load_series(ROOT / "patches", version)
         if found.version != version:
             continue  # a series serving several releases: once, at its own
         if check:
-            problems += [f"{patch.path.relative_to(ROOT)} creates {test.upstream} "
-                         f"unlike {test.path}" for test, patch in _stale(found, ROOT)]  # fmt: skip
+            found_problems += problems(found)
         else:
             for path in refresh(found):
                 print(f"rewrote {path.relative_to(ROOT)}")
-    for problem in problems:
+    for problem in found_problems:
         print(f"series tests: {problem}", file=sys.stderr)
-    return 1 if problems else 0
+    return 1 if found_problems else 0
 
 
 if __name__ == "__main__":

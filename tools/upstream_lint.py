@@ -49,15 +49,14 @@ _FINDING = re.compile(r"^(?P<path>[^:\s]+):\d+:\d+: (?P<code>[A-Z]+\d+) (?P<text
 def write_trees(work: Path) -> list[str]:
     """work/pristine and work/patched; the paths linted, relative to both."""
     shutil.rmtree(work, ignore_errors=True)
-    touched = [write_tree(work / state, state) for state in ("pristine", "patched")][0]
-    _, found = installed_series()
-    tests = exported(found)
+    write_tree(work / "pristine", "pristine")
+    touched = write_tree(work / "patched", "patched")
+    tests = exported(installed_series()[1])
     for test in tests:
-        assert test.upstream is not None
         target = work / "patched" / test.upstream
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / test.path, target)
-    return touched + [t.upstream for t in tests if t.upstream]
+    return touched + [t.upstream for t in tests]
 
 
 Finding = tuple[str, str, str]  # (path, code, text)

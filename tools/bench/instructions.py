@@ -56,6 +56,8 @@ from typing import Any
 from tools.plumbing import BUILD, RESULTS, ROOT, STATES, torchpatch
 from torchpatch.series import supported_versions, version_key
 
+BENCH_RESULTS = RESULTS / "bench"
+
 # torch 2.6.0 spends about 30 million instructions on one root attribute
 # store of these modules, so the sizes are kept small.
 ROOT_SETATTR_N = (25, 50, 100)
@@ -399,9 +401,7 @@ def main() -> int:
         for version in args.torch:
             rows += count_calls(version, CASES, (0, 1))
         today = time.strftime("%Y-%m-%d")
-        record_calls(
-            RESULTS / "bench" / "calls.json", [dict(r, date=today) for r in rows]
-        )
+        record_calls(BENCH_RESULTS / "calls.json", [dict(r, date=today) for r in rows])
         for r in rows:
             print(f"{r['series']:<7} {r['case']:<19} {r['n'] or '':>4} "
                   f"inlining={r['inlining']} {r['calls_added']:+d} "
@@ -419,11 +419,11 @@ def main() -> int:
     if args.smoke:
         cases, layouts, modes = SMOKE_CASES, SMOKE_LAYOUTS, (1,)
         name = f"smoke-{'-'.join(args.torch)}"
-        out = RESULTS / "bench" / f"{name}.json"
+        out = BENCH_RESULTS / f"{name}.json"
         work = work / name
     else:
         cases, layouts, modes = CASES, LAYOUTS, (0, 1)
-        out = RESULTS / "bench" / "latest.json"
+        out = BENCH_RESULTS / "latest.json"
     started = time.monotonic()
     work.mkdir(parents=True, exist_ok=True)
     library = build_library(work)
