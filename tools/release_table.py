@@ -93,20 +93,17 @@ def record() -> int:
     records, missing = [], []
     for release in served:
         path = RECORDS / f"{release}.json"
-        if path.is_file():
-            new = json.loads(path.read_text())
-            if changed_since(new):  # left by an earlier run, before a change
-                new["stale"] = True
-                missing.append(release)
-            records.append(new)
-        elif release not in before:
-            missing.append(release)
+        if path.is_file():  # this run's, or an earlier run's left before a change
+            found = json.loads(path.read_text())
+        elif release in before:
+            found = {k: v for k, v in before[release].items() if k != "stale"}
         else:
-            old = {k: v for k, v in before[release].items() if k != "stale"}
-            if changed_since(old):
-                old["stale"] = True
-                missing.append(release)
-            records.append(old)
+            missing.append(release)
+            continue
+        if changed_since(found):
+            found["stale"] = True
+            missing.append(release)
+        records.append(found)
     RELEASES.parent.mkdir(parents=True, exist_ok=True)
     RELEASES.write_text(json.dumps({"releases": records}, indent=2) + "\n")
     README.write_text(between_markers(README.read_text(), BEGIN, END, table(records)))
