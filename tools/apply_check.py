@@ -2,14 +2,11 @@
 
     python -m tools.apply_check 2.4.0 2.4.1 ...    # `make apply-check`
 
-For each release, takes its torch wheel from pip's cache (or PyPI) with
-`pip download --no-deps`, unpacks only what torchpatch reads and writes
-(torch/_dynamo/ and the wheel's METADATA and RECORD) into a site-packages of
-its own, and there runs `torchpatch apply`, a second `apply` (a no-op) and
-`revert`, which must leave every file as RECORD has it. No torch is
-installed or imported: this checks the series' text against the release's
-sources in seconds, where proving a release (`make test TORCH=<release>`)
-takes a 5 GB venv.
+Unpacks only what torchpatch reads and writes (torch/_dynamo/, METADATA and
+RECORD) of each release's wheel into a site-packages of its own, and runs
+`torchpatch apply`, `apply` again (a no-op) and `revert` (back to RECORD)
+there: the series' text against the release's sources, with no torch
+installed.
 """
 
 from __future__ import annotations
@@ -22,46 +19,44 @@ from tools.plumbing import Failed, torchpatch, wheel_files
 
 
 def wanted(name: str) -> bool:
-    """What torchpatch reads and writes: torch/_dynamo/, METADATA and RECORD."""
-    dist_info = name.split("/")[0].endswith(".dist-info")
+    top, _, rest = name.partition("/")
     return name.startswith("torch/_dynamo/") or (
-        dist_info and name.endswith(("/METADATA", "/RECORD"))
+        top.endswith(".dist-info") and rest in ("METADATA", "RECORD")
     )
 
 
-def check(release: str, work: Path) -> str | None:
+def check(release: str, site_packages: Path) -> str | None:
     """None if the series applies, reapplies as a no-op and reverts to RECORD."""
-    site_packages = work / "site-packages"
     try:
         wheel_files(release, wanted, site_packages)
-        target = ("--site-packages", str(site_packages))
-        applied = torchpatch("apply", *target)
-        again = torchpatch("apply", *target)
-        reverted = torchpatch("revert", *target)
+        said = [
+            torchpatch(c, "--site-packages", site_packages)
+            for c in ("apply", "apply", "revert")
+        ]
     except (Failed, ValueError) as error:
         return str(error)
-    if not applied.startswith("applied") or "already applied" not in again:
-        return f"unexpected output:\n{applied}{again}"
-    if "match the wheel's RECORD" not in reverted:
-        return f"revert did not restore RECORD:\n{reverted}"
+    if not said[0].startswith("applied") or "already applied" not in said[1]:
+        return f"unexpected output:\n{said[0]}{said[1]}"
+    if "match the wheel's RECORD" not in said[2]:
+        return f"revert did not restore RECORD:\n{said[2]}"
     return None
 
 
 def main(releases: list[str]) -> int:
+    if not releases:
+        raise SystemExit("usage: python -m tools.apply_check RELEASE [RELEASE...]")
     failed = []
     for release in releases:
         with tempfile.TemporaryDirectory() as tmp:
             problem = check(release, Path(tmp))
-        print(f"torch {release}: " + ("applies, reverts to RECORD" if not problem
-                                      else f"FAILED: {problem}"))  # fmt: skip
-        if problem:
-            failed.append(release)
+        print(
+            f"torch {release}: {f'FAILED: {problem}' if problem else 'applies, reverts to RECORD'}"
+        )
+        failed += [release] if problem else []
     if failed:
         print(f"apply-check: failed for {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        raise SystemExit("usage: python -m tools.apply_check RELEASE [RELEASE...]")
     sys.exit(main(sys.argv[1:]))

@@ -3,23 +3,19 @@
     python -m tools.release_table --record   # after `make test TORCH=all`
     python -m tools.release_table --check    # README matches results/releases.json
 
---record gathers build/releases/<release>.json (written by tools/prove.py)
-for every release a series serves into results/releases.json, and rewrites
-the table between README's release-table markers from it. A release without
-a new record keeps the one results/releases.json has. A record, new or kept,
-whose series or test files changed since the commit it names is marked as
-made before ("not since the series changed") and named. One without any
-record is left out of the table.
+--record gathers build/releases/<release>.json (tools/prove.py) into
+results/releases.json, keeping the old record of a release without a new
+one, and rewrites README's table from it. A record whose series or test
+files changed since its commit is marked "not since the series changed".
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from typing import Any
 
-from tools.plumbing import BUILD, RESULTS, ROOT, between_markers
+from tools.plumbing import BUILD, RESULTS, ROOT, between_markers, git
 from torchpatch.series import served_releases
 
 RECORDS = BUILD / "releases"
@@ -73,33 +69,25 @@ def table(records: list[dict[str, Any]]) -> str:
 
 def changed_since(record: dict[str, Any]) -> bool:
     """Whether the series or test files a record proved differ from this
-    checkout's, at the commit it names (a record of a dirty tree, or of an
-    unknown commit, counts as changed)."""
+    checkout's at the commit it names (or it names none)."""
     paths = [f"patches/torch-{record['series']}", *record["tests"]]
-    diff = subprocess.run(
-        ["git", "diff", "--quiet", record.get("commit", ""), "--", *paths],
-        cwd=ROOT, capture_output=True, check=False,
-    )  # fmt: skip
+    diff = git(
+        ROOT, "diff", "--quiet", record.get("commit", ""), "--", *paths, check=False
+    )
     return diff.returncode != 0
 
 
 def record() -> int:
-    served = served_releases(ROOT / "patches")
-    before = (
-        {r["release"]: r for r in json.loads(RELEASES.read_text())["releases"]}
-        if RELEASES.is_file()
-        else {}
-    )
+    before = json.loads(RELEASES.read_text())["releases"] if RELEASES.is_file() else []
+    kept = {r["release"]: r for r in before}
     records, missing = [], []
-    for release in served:
-        path = RECORDS / f"{release}.json"
-        if path.is_file():  # this run's, or an earlier run's left before a change
-            found = json.loads(path.read_text())
-        elif release in before:
-            found = {k: v for k, v in before[release].items() if k != "stale"}
-        else:
+    for release in served_releases(ROOT / "patches"):
+        path = RECORDS / f"{release}.json"  # this run's, or one left before a change
+        found = json.loads(path.read_text()) if path.is_file() else kept.get(release)
+        if found is None:
             missing.append(release)
             continue
+        found = {k: v for k, v in found.items() if k != "stale"}
         if changed_since(found):
             found["stale"] = True
             missing.append(release)
@@ -110,8 +98,7 @@ def record() -> int:
     print(f"release table: {len(records)} releases recorded in {RELEASES}")
     if missing:
         print(f"release table: no record for {', '.join(missing)}", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if missing else 0
 
 
 def check() -> int:
@@ -124,8 +111,6 @@ def check() -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--record"]:
-        sys.exit(record())
-    if sys.argv[1:] == ["--check"]:
-        sys.exit(check())
-    raise SystemExit("usage: release_table.py --record | --check")
+    if sys.argv[1:] not in (["--record"], ["--check"]):
+        raise SystemExit("usage: release_table.py --record | --check")
+    sys.exit(record() if sys.argv[1] == "--record" else check())

@@ -1,17 +1,10 @@
-"""A series' tests: its `tests` file, and the upstream patch with them.
+"""A series' tests (its `tests` file), and its export with them.
 
-`patches/torch-<release>/tests` lists, one a line, this project's test files
-for the series, under fix_tests/: `FILE` for one that only this project runs
-(an extended suite), `FILE -> PATH` for one the pull request adds as PATH
-under PyTorch's test/. A file named test_*.py is run; any other is a helper
-module the test files import, as is a test file listed `FILE -> PATH
-(imported)`, whose tests another file imports and runs in its own way.
-
-with_tests() is `torchpatch export` plus a new-file section for each PATH
-the series' own commits do not create. A series whose test commit creates
-PATH (so that `git am` of the series gives a reviewer the whole pull
-request) carries that file, which later commits may extend: FILE must
-equal what the series leaves at PATH.
+Each line of `patches/torch-<release>/tests` names a file under fix_tests/:
+`FILE` runs here only; `FILE -> PATH` is also added by the pull request as
+PATH under test/ (`FILE -> PATH (imported)`: another file imports and runs
+it). A file not named test_*.py is a helper module. Where a commit of the
+series creates PATH, FILE must equal what the series leaves there.
 
     python -m tools.series_tests           # rewrite stale carried copies
     python -m tools.series_tests --check   # fail if one is stale (make lint)
@@ -29,8 +22,6 @@ from torchpatch import export, git as torchpatch_git, series
 from torchpatch.errors import MalformedSeries
 
 TESTS_FILE = "tests"
-TESTS_DIR = "fix_tests"
-_SEPARATOR = b"\n---\n"
 
 
 @dataclass(frozen=True)
@@ -47,33 +38,29 @@ class TestFile:
 def tests(found: series.Series, root: Path = ROOT) -> list[TestFile]:
     """The test files a series lists; MalformedSeries for a bad line."""
     listing = found.directory / TESTS_FILE
+    lines = listing.read_text().splitlines() if listing.is_file() else []
     result: list[TestFile] = []
-    if not listing.is_file():
-        return result
-    for number, raw in enumerate(listing.read_text().splitlines(), 1):
-        line, where = raw.strip(), f"{listing}:{number}"
+    for number, line in enumerate(map(str.strip, lines), 1):
         if not line or line.startswith("#"):
             continue
         path, arrow, upstream = (part.strip() for part in line.partition("->"))
         imported = upstream.endswith("(imported)")
         upstream = upstream.removesuffix("(imported)").strip()
-        if arrow and not upstream:
-            raise MalformedSeries(f"{where}: {line!r} names no upstream path")
-        for listed, tree in [(path, TESTS_DIR)] + (
-            [(upstream, "test")] if arrow else []
-        ):
+        bad = [f"{line!r} names no upstream path"] if arrow and not upstream else []
+        for listed, tree in ((path, "fix_tests"), (upstream, "test")):
             parts = Path(listed).parts
-            if Path(listed).is_absolute() or ".." in parts or parts[0] != tree \
-                    or len(listed.split()) != 1:  # fmt: skip
-                raise MalformedSeries(
-                    f"{where}: {listed!r} must be a path under {tree}/"
-                )
+            if (listed or tree == "fix_tests") and (
+                parts[:1] != (tree,) or ".." in parts or len(listed.split()) != 1
+            ):
+                bad.append(f"{listed!r} must be a path under {tree}/")
         if not (root / path).is_file():
-            raise MalformedSeries(f"{where}: {path!r} does not exist")
+            bad.append(f"{path!r} does not exist")
         if any(path == t.path for t in result):
-            raise MalformedSeries(f"{where}: {path!r} is listed twice")
-        if arrow and any(upstream == t.upstream for t in result):
-            raise MalformedSeries(f"{where}: {upstream!r} is exported twice")
+            bad.append(f"{path!r} is listed twice")
+        if upstream and any(upstream == t.upstream for t in result):
+            bad.append(f"{upstream!r} is exported twice")
+        if bad:
+            raise MalformedSeries(f"{listing}:{number}: {bad[0]}")
         result.append(TestFile(path, upstream, imported))
     return result
 
@@ -92,47 +79,38 @@ def with_tests(found: series.Series, root: Path = ROOT) -> bytes:
     extra = b"".join(
         new_file_diff(root / t.path, t.upstream)
         for t in exported(found, root)
-        if _carrier(found, t.upstream) is None
+        if not any(t.upstream in p.files for p in found.patches)
     )
     return export.build(found, extra)
 
 
-def _carrier(found: series.Series, upstream: str) -> series.Patch | None:
-    """The patch of the series that creates upstream, if one does."""
-    return next((p for p in found.patches if upstream in p.files), None)
-
-
 def _stale(found: series.Series, root: Path) -> list[tuple[TestFile, series.Patch]]:
-    """Each carried test file whose text, as the series leaves it, is not FILE."""
+    """Each exported file that a patch creates, where what the series leaves
+    there (from that patch on) is not FILE; with that patch."""
     stale = []
     for test in exported(found, root):
-        carrier = _carrier(found, test.upstream)
-        if (
-            carrier is not None
-            and _left(found, carrier, test.upstream) != (root / test.path).read_bytes()
-        ):
-            stale.append((test, carrier))
+        writers = [p for p in found.patches if test.upstream in p.files]
+        if not writers:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            for patch in writers:
+                git(
+                    Path(tmp),
+                    "apply",
+                    f"--include={test.upstream}",
+                    str(patch.path.resolve()),
+                )
+            left = (Path(tmp) / test.upstream).read_bytes()
+        if left != (root / test.path).read_bytes():
+            stale.append((test, writers[0]))
     return stale
 
 
 def problems(found: series.Series, root: Path = ROOT) -> list[str]:
     """A line for each carried test file that is stale."""
-    return [f"{patch.path} creates {test.upstream} unlike {test.path}"
-            for test, patch in _stale(found, root)]  # fmt: skip
-
-
-def _left(found: series.Series, carrier: series.Patch, upstream: str) -> bytes:
-    """What the series leaves at upstream, from the commit that creates it on."""
-    with tempfile.TemporaryDirectory() as tmp:
-        for patch in found.patches[found.patches.index(carrier) :]:
-            if upstream in patch.files:
-                git(
-                    Path(tmp),
-                    "apply",
-                    f"--include={upstream}",
-                    str(patch.path.resolve()),
-                )
-        return (Path(tmp) / upstream).read_bytes()
+    return [
+        f"{p.path} creates {t.upstream} unlike {t.path}" for t, p in _stale(found, root)
+    ]
 
 
 def refresh(found: series.Series, root: Path = ROOT) -> list[Path]:
@@ -144,13 +122,13 @@ def refresh(found: series.Series, root: Path = ROOT) -> list[Path]:
                 f"{test.upstream} is written by several patches of "
                 f"{found.directory}: edit the stack, then copy its text to {test.path}"
             )
-        head, sep, rest = patch.read().partition(_SEPARATOR)
+        head, sep, rest = patch.read().partition(b"\n---\n")
         start = rest.index(b"diff --git ")
         section = rest.index(f"diff --git a/{test.upstream} b/".encode())
         signature = rest.rfind(b"\n-- \n") + 1 or len(rest)
         following = rest.find(b"\ndiff --git ", section) + 1 or signature
-        diff = (rest[start:section] + new_file_diff(root / test.path, test.upstream)
-                + rest[following:signature])  # fmt: skip
+        new = new_file_diff(root / test.path, test.upstream)
+        diff = rest[start:section] + new + rest[following:signature]
         stat = torchpatch_git.diffstat(diff)
         patch.path.write_bytes(head + sep + stat + b"\n" + diff + rest[signature:])
         changed.append(patch.path)
@@ -158,19 +136,18 @@ def refresh(found: series.Series, root: Path = ROOT) -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
-    check = argv == ["--check"]
-    if argv and not check:
+    if argv not in ([], ["--check"]):
         raise SystemExit("usage: python -m tools.series_tests [--check]")
     found_problems = []
     for version in series.supported_versions(ROOT / "patches"):
         found = series.load_series(ROOT / "patches", version)
         if found.version != version:
             continue  # a series serving several releases: once, at its own
-        if check:
+        if argv:
             found_problems += problems(found)
-        else:
-            for path in refresh(found):
-                print(f"rewrote {path.relative_to(ROOT)}")
+            continue
+        for path in refresh(found):
+            print(f"rewrote {path.relative_to(ROOT)}")
     for problem in found_problems:
         print(f"series tests: {problem}", file=sys.stderr)
     return 1 if found_problems else 0
