@@ -6,7 +6,8 @@ break "nn.Module mutation in HigherOrderOp", which names the change and the
 module: setting an attribute (a parameter, buffer or plain attribute, `+=`,
 .eval()), deleting one, and changing one of the module's own dicts
 (register_buffer, add_module, ModuleList.append, a write to _buffers or
-__dict__). The same holds for a module Dynamo does not inline
+__dict__) where Dynamo can find the module (one taken from an iterator keeps
+"HOP: Unsafe side effect"). The same holds for a module Dynamo does not inline
 (NNModuleVariable), except `del`, which Dynamo cannot trace on such a module
 even outside a HigherOrderOp: it keeps that error.
 """
@@ -310,7 +311,7 @@ class HopModuleMutationControlTests(torch._dynamo.test_case.TestCase):
         else:
             self.assertMatchesEager(model, hop)
 
-    @parametrize("form", ["set_tensor", "set_int", "delete_buffer"])
+    @parametrize("form", ["set_tensor", "set_int", "delete_buffer", "register_buffer"])
     def test_checkpoint_mutation_allowed_by_config(self, form):
         with torch._dynamo.config.patch(
             skip_fwd_side_effects_in_bwd_under_checkpoint=True
