@@ -260,7 +260,8 @@ def main() -> None:
     layouts = () if args.calls else CALL_LAYOUTS if args.smoke else LAYOUTS
     rows = [r for v in args.torch for r in measure(v, cases, modes, layouts)]
     if args.calls:
-        record_calls([r | {"date": today} for r in rows])
+        rows = [r | {"date": today} for r in rows]
+        record_calls(rows)
         print(calls_table(rows))
     else:
         cpuinfo = Path("/proc/cpuinfo").read_text()

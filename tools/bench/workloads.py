@@ -1,4 +1,4 @@
-"""The benchmark's workloads, and its worker (see tools/bench/instructions.py):
+"""The benchmark's workloads, and its worker (run by tools/bench/instructions.py):
 
 python -m tools.bench.workloads INLINE CASES_JSON [LIBCALLGRIND_CTL]
 """
@@ -84,7 +84,7 @@ WORKLOADS: dict[str, tuple[Any, tuple[int, ...]]] = {
     # stores to registered buffers, which the fix checks outside store_attr
     "root_state_setattr": (
         lambda n: Root(
-            [f"self.b{i % 4} = x + {i}" for i in range(n)], "x + self.b0", None, 4
+            [f"self.b{i % 4} = x + {i}" for i in range(n)], "x + self.b0", buffers=4
         ),
         (4,),
     ),
