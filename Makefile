@@ -99,7 +99,7 @@ lint: .venvs/lint/.installed
 	MYPYPATH=src .venvs/lint/bin/mypy -p torchpatch -p tools
 	$(TOOL) tools.series_tests --check
 	$(TOOL) tools.release_table --check
-	$(TOOL) tools.bench.report --check
+	$(TOOL) tools.bench.instructions --report --check
 	$(TOOL) tools.no_copies
 
 # Each series against the torch/_dynamo of the wheel of every release it

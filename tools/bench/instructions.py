@@ -1,39 +1,13 @@
-"""Does the patch slow Dynamo's tracing? Instructions, patched vs pristine.
+"""Does the patch slow Dynamo's tracing? Instructions and Python calls, patched vs pristine.
 
-Like PyTorch's compile-time benchmarks (benchmarks/dynamo/pr_time_benchmarks)
-this counts instructions, not seconds: callgrind runs one worker process
-(tools/bench/workloads.py) per (torch series, torch state, inlining mode, heap
-layout), which traces every workload once unmeasured and once measured.
+    python -m tools.bench.instructions --torch V...   # `make bench`: results/bench/latest.json
+    python -m tools.bench.instructions --smoke ...    # make test: smoke-<releases>.json
+    python -m tools.bench.instructions --calls ...    # `make bench-calls`: calls.json
+    python -m tools.bench.instructions --report       # docs/benchmark.md's tables (--check)
 
-Counts are exactly repeatable, but not independent of where objects land:
-Dynamo keeps VariableTrackers and guards in dicts and sets hashed by id(),
-so any change to the code that is imported (such as a patch) moves the heap
-and changes probe sequences and iteration orders, by a few hundredths of a
-percent even where not one changed line runs. So each state runs under
-LAYOUTS, small allocations made before torch is imported, and a row gives
-the median count over them. The A/A column is the layout-only spread of
-the pristine state (largest |pristine at layout k / at layout 0 - 1|): what
-the measurement resolves. The calls column is sharper: how many more Python
-function calls the patched trace makes (cProfile, no valgrind, the same
-PYTHONHASHSEED), which layout moves only where Dynamo walks a set hashed by
-id(). Both states run from the same
-path, the series' own virtualenv, switched with torchpatch: Dynamo's trace
-rules iterate sets of torch's install paths, so a copy of the venv elsewhere
-would trace differently. Workers for the modes and layouts of a state run
-one per core. Leaves the series applied.
-
-    python -m tools.bench.instructions                  # `make bench`: every series
-    python -m tools.bench.instructions --torch 2.6.0    # one series
-    python -m tools.bench.instructions --smoke          # seconds of tracing, for make test
-    python -m tools.bench.instructions --calls          # `make bench-calls`: calls only
-
-Writes results/bench/latest.json (smoke: smoke-<releases>.json, so that
-`make test TORCH=all JOBS=2` runs two at once; --calls: calls.json).
-Fails where a workload that refuses nothing (FREE_CASES) calls the fix's
-helper, or moves the instruction ratio beyond what the heap layout alone
-moves it (its A/A spread, see `beyond_resolution`); the Python calls it
-adds are reported, not gated: Dynamo's own idiom (`is_root_tracer()`)
-costs one. The smoke run in `make test` keeps that so on every series.
+A series' two states run in its venv, switched with torchpatch (left patched).
+Fails where a workload that refuses nothing calls the fix's helper or moves
+the instruction ratio beyond its resolution (docs/benchmark.md).
 """
 
 from __future__ import annotations
@@ -43,420 +17,272 @@ import fcntl
 import json
 import os
 import platform
+import re
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tools.plumbing import BUILD, RESULTS, ROOT, STATES, torchpatch
-from torchpatch.series import supported_versions, version_key
+from tools.plumbing import RESULTS, ROOT, STATES, between_markers, run, torchpatch
+from torchpatch.series import version_key
 
+Row = dict[str, Any]  # a workload's record, in one series and mode
 BENCH_RESULTS = RESULTS / "bench"
-
-# torch 2.6.0 spends about 30 million instructions on one root attribute
-# store of these modules, so the sizes are kept small.
-ROOT_SETATTR_N = (25, 50, 100)
-CASES = [
-    *(("root_setattr", n) for n in ROOT_SETATTR_N),
-    ("root_state_setattr", 25),
-    ("hop_body_wrap", 50),
-    ("hop_body_map", 25),
-    ("hop_body_module", 20),
-    ("mlp", None),
-    ("conv_net", None),
-    ("error_path", None),
-]
+DOC = ROOT / "docs" / "benchmark.md"
+# (workload, its size N): in this order, the columns of the calls table
+CASES: list[Any] = [("root_setattr", 25), ("root_setattr", 50), ("root_setattr", 100)]
+CASES += [("root_state_setattr", 25), ("hop_body_wrap", 50), ("hop_body_map", 25)]
+CASES += [("hop_body_module", 20), ("mlp", None), ("conv_net", None)]
+CASES += [("error_path", None)]
 SMOKE_CASES = [("root_setattr", 5), ("root_state_setattr", 5), ("hop_body_module", 5)]
-# Workloads that refuse nothing and walk no set hashed by id(): the series
-# must add no Python call to their traces (hop_body_map's count moves with
-# the heap layout, see docs/benchmark.md).
+# Workloads that refuse nothing and walk no set hashed by id() (not hop_body_map).
 FREE_CASES = ("root_setattr", "root_state_setattr", "hop_body_wrap", "hop_body_module",
               "mlp", "conv_net")  # fmt: skip
 LAYOUTS = (0, 500, 1000)  # objects allocated before the worker imports torch
-SMOKE_LAYOUTS = LAYOUTS[:2]  # two, so that a smoke run has an A/A spread
-# The instruction ratio of a workload that refuses nothing must stay within
-# NOISE_FACTOR times its row's A/A spread, and is never held to less than
-# NOISE_FLOOR: three layouts do not show the whole layout noise (2.13.0's
-# root_setattr measured 1.00109 against a spread of 0.00066 with no call
-# added), and a smoke row's two layouts may show none.
+CALL_LAYOUTS = LAYOUTS[:2]  # also the smoke run's: two, for an A/A spread
+# A ratio's margin: twice its A/A spread, never under 0.2% (three layouts do
+# not show all the layout noise; a smoke row's two may show none).
 NOISE_FACTOR = 2
 NOISE_FLOOR = 0.002
-CALL_LAYOUTS = LAYOUTS[:2]  # the call profiles' layouts
+CTL_SOURCE = Path(__file__).with_name("callgrind_ctl.c")
 HELPER = "side_effects.py:unsupported_module_mutation"
 # Shift the heap, then run the worker as its own __main__ (from ROOT).
 _WITH_LAYOUT = (
     "import runpy, sys; ballast = [bytearray(48) for _ in range(int(sys.argv[1]))]; "
-    "sys.argv = sys.argv[2:]; "
-    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
+    "sys.argv = sys.argv[2:]; runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
 )
-WORKER = "tools.bench.workloads"
-CALLGRIND_CTL = Path(__file__).resolve().parent / "callgrind_ctl.c"
 
 
-def build_library(out: Path) -> Path:
-    library = out / "libcallgrind_ctl.so"
-    subprocess.run(
-        ["cc", "-shared", "-fPIC", "-O2", "-o", library, CALLGRIND_CTL],
-        check=True,
-    )
-    return library
-
-
-def count(
-    python: Path, library: Path, inline: int, layout: int, cases: list[Any]
-) -> dict[str, int]:
-    """Instructions of each case's measured trace, in one callgrind worker."""
+def worker(python: Path, cases: Any, inline: int, layout: int, count: bool) -> Any:
+    """Per case, its instructions (callgrind) if count, else {function: calls}."""
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        out = Path(tmp) / "callgrind.out"
-        proc = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-             "--collect-atstart=no", f"--callgrind-out-file={out}",
-             python, "-c", _WITH_LAYOUT, str(layout), WORKER,
-             library, str(inline), json.dumps(cases)],
-            env=dict(os.environ, PYTHONHASHSEED="0"), cwd=ROOT,
-            capture_output=True, text=True,
+        ctl = [f"{tmp}/libcallgrind_ctl.so"] if count else []
+        valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                    "--collect-atstart=no", f"--callgrind-out-file={tmp}/out"]  # fmt: skip
+        if count:
+            run(["cc", "-shared", "-fPIC", "-O2", "-o", *ctl, CTL_SOURCE])
+        out = run(
+            [*(valgrind if count else []), python, "-c", _WITH_LAYOUT, str(layout),
+             "tools.bench.workloads", str(inline), json.dumps(cases), *ctl],
+            cwd=ROOT, env=dict(os.environ, PYTHONHASHSEED="0"),
         )  # fmt: skip
-        if proc.returncode != 0:
-            raise SystemExit(f"bench: worker failed:\n{proc.stderr[-3000:]}")
-        keys = json.loads(proc.stdout.strip().splitlines()[-1])
-        return {key: _totals(Path(f"{out}.{i}")) for i, key in enumerate(keys, 1)}
+        if not count:
+            return json.loads(out.strip().splitlines()[-1])
+        dumps = [Path(f"{tmp}/out.{i}").read_text() for i in range(1, len(cases) + 1)]
+        return [int(re.findall(r"^totals: (\d+)", dump, re.M)[0]) for dump in dumps]
 
 
-def calls(
-    python: Path, inline: int, layout: int, cases: list[Any]
-) -> dict[str, dict[str, Any]]:
-    """{case: {function: calls}} of each case's trace, in one cProfile worker."""
-    proc = subprocess.run(
-        [python, "-c", _WITH_LAYOUT, str(layout), WORKER, "--calls",
-         str(inline), json.dumps(cases)],
-        env=dict(os.environ, PYTHONHASHSEED="0"), cwd=ROOT,
-        capture_output=True, text=True,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise SystemExit(f"bench: worker failed:\n{proc.stderr[-3000:]}")
-    profiles: dict[str, dict[str, Any]] = json.loads(
-        proc.stdout.strip().splitlines()[-1]
-    )
-    return profiles
-
-
-def calls_added(
-    pristine: list[dict[str, Any]], patched: list[dict[str, Any]]
-) -> dict[str, int]:
-    """What the series adds to one case's trace, from its per-function calls
-    under each heap layout (a list of {function: calls} per state).
-
-    Dynamo walks some containers hashed by id(), so a few functions are
-    called more or less often when only the heap layout moves: those whose
-    counts differ between two layouts of one state are left out of
-    `calls_added` and summed up in `moved_by_layout`. `helper_calls` counts
-    the calls of the fix's own helper."""
+def calls_added(pristine: list[Any], patched: list[Any]) -> dict[str, int]:
+    """A case's {function: calls}, per state over the layouts: the calls the
+    series adds, but for those of functions whose calls the layout moves."""
     names = set().union(*pristine, *patched)
-
-    def stable(runs: list[dict[str, Any]], name: str) -> bool:
-        return len({run.get(name, 0) for run in runs}) == 1
-
-    steady = {n for n in names if stable(pristine, n) and stable(patched, n)}
+    spread = {n: [p.get(n, 0) for p in pristine + patched] for n in names}
+    moved = {n for n in names for state in (pristine, patched)
+             if len({p.get(n, 0) for p in state}) > 1}  # fmt: skip
+    added = sum(patched[0].get(n, 0) - pristine[0].get(n, 0) for n in names - moved)
     return {
-        "calls_added": sum(
-            patched[0].get(n, 0) - pristine[0].get(n, 0) for n in steady
-        ),
-        "moved_by_layout": sum(
-            max(run.get(n, 0) for run in pristine + patched)
-            - min(run.get(n, 0) for run in pristine + patched)
-            for n in names - steady
-        ),
-        "helper_calls": sum(
-            count for n, count in patched[0].items() if n.endswith(HELPER)
-        ),
+        "calls_added": added,
+        "moved_by_layout": sum(max(spread[n]) - min(spread[n]) for n in moved),
+        "helper_calls": sum(c for n, c in patched[0].items() if n.endswith(HELPER)),
     }
 
 
-def call_profiles(
-    python: Path, modes: list[int], cases: list[Any], pool: ThreadPoolExecutor
-) -> dict[tuple[int, int], Any]:
-    """{(inline, layout): {case: {function: calls}}} for this venv's state."""
-    jobs = [(inline, layout) for inline in modes for layout in CALL_LAYOUTS]
-    found = pool.map(lambda job: calls(python, job[0], job[1], cases), jobs)
-    return dict(zip(jobs, found))
-
-
-# {(state, inline, layout): what a worker measured, per case}
-ByJob = dict[tuple[str, int, int], Any]
-
-
-def compare_calls(profiled: ByJob, inline: int, key: str) -> dict[str, int]:
-    return calls_added(
-        [profiled[("pristine", inline, k)][key] for k in CALL_LAYOUTS],
-        [profiled[("patched", inline, k)][key] for k in CALL_LAYOUTS],
-    )
-
-
-def _totals(part: Path) -> int:
-    for line in part.read_text().splitlines():
-        if line.startswith("totals:"):
-            return int(line.split()[1])
-    raise SystemExit(f"bench: no totals in {part}")
-
-
-def series_modes(python: Path, wanted: Sequence[int]) -> list[int]:
-    """The wanted inlining modes that this venv's torch has."""
-    proc = subprocess.run(
-        [python, "-m", "torchpatch.inline_mode", "--modes"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return [m for m in wanted if str(m) in proc.stdout.split()]
-
-
-def switched(python: Path) -> Iterator[str]:
-    """Each state in turn, the series' venv switched to it in place (a copy
-    elsewhere would trace differently, see above); left patched."""
+def measure(version: str, cases: Any, modes: list[int], layouts: Any) -> list[Row]:
+    """A series' rows: the calls it adds and, over layouts, the instructions;
+    a state's workers run one per core."""
+    python = ROOT / ".venvs" / f"torch-{version}" / "bin" / "python"
+    has = run([python, "-m", "torchpatch.inline_mode", "--modes"]).split()
+    modes = [m for m in modes if str(m) in has]
+    jobs = [(i, k, True) for i in modes for k in layouts]
+    jobs += [(i, k, False) for i in modes for k in CALL_LAYOUTS]
+    runs: dict[tuple[Any, ...], list[Any]] = {}  # (state, inline, count): per layout
     for state, command in zip(STATES, ("revert", "apply")):
         torchpatch(command, python=python)
-        yield state
-
-
-def measure_series(
-    version: str,
-    cases: list[Any],
-    layouts: Sequence[int],
-    wanted: Sequence[int],
-    library: Path,
-) -> list[dict[str, Any]]:
-    python = ROOT / ".venvs" / f"torch-{version}" / "bin" / "python"
-    modes = series_modes(python, wanted)
-    counts: ByJob = {}
-    profiled: ByJob = {}
-    for state in switched(python):
-        jobs = [(state, inline, k) for inline in modes for k in layouts]
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            found = pool.map(
-                lambda job: count(python, library, job[1], job[2], cases), jobs
-            )
-            counts.update(zip(jobs, found))
-            for (inline, k), c in call_profiles(python, modes, cases, pool).items():
-                profiled[(state, inline, k)] = c
+        with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+            results = pool.map(lambda job: worker(python, cases, *job), jobs)
+            for (inline, _, count), result in zip(jobs, results):
+                runs.setdefault((state, inline, count), []).append(result)
     rows = []
-    for inline in modes:
-        for case, n in cases:
-            key = f"{case}:{n}"
-            by_layout = {
-                s: [counts[(s, inline, k)][key] for k in layouts] for s in STATES
+    for inline, (c, (case, n)) in ((i, c) for i in modes for c in enumerate(cases)):
+        row: Row = dict(series=version, case=case, n=n, inlining=inline)
+        if layouts:
+            by = [[found[c] for found in runs[s, inline, True]] for s in STATES]
+            medians = [statistics.median(counts) for counts in by]
+            row |= {
+                "layouts": list(layouts),
+                "pristine_by_layout": by[0],
+                "patched_by_layout": by[1],
+                **dict(zip(STATES, medians)),
+                "ratio": medians[1] / medians[0],
+                "aa_spread": max(abs(count / by[0][0] - 1) for count in by[0]),
             }
-            pristine = statistics.median(by_layout["pristine"])
-            patched = statistics.median(by_layout["patched"])
-            first = by_layout["pristine"][0]
-            rows.append(
-                {
-                    "series": version,
-                    "case": case,
-                    "n": n,
-                    "inlining": inline,
-                    "layouts": list(layouts),
-                    "pristine_by_layout": by_layout["pristine"],
-                    "patched_by_layout": by_layout["patched"],
-                    "pristine": pristine,
-                    "patched": patched,
-                    "ratio": patched / pristine,
-                    "aa_spread": max(abs(c / first - 1) for c in by_layout["pristine"]),
-                    **compare_calls(profiled, inline, key),
-                }
-            )
+        calls = [[found[c] for found in runs[s, inline, False]] for s in STATES]
+        rows.append(row | calls_added(*calls))
     return rows
 
 
-def per_store(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def per_store(rows: list[Row]) -> list[Row]:
     """Instructions the patch adds per root attribute store: the least-squares
     slope of (patched - pristine) over N, per series and mode."""
     slopes = []
-    for key in sorted({(r["series"], r["inlining"]) for r in rows}):
-        points = [
-            (r["n"], r["patched"] - r["pristine"])
-            for r in rows
-            if (r["series"], r["inlining"]) == key and r["case"] == "root_setattr"
-        ]
-        if len(points) < 2:
-            continue
-        mean_n = sum(n for n, _ in points) / len(points)
-        mean_d = sum(d for _, d in points) / len(points)
-        slope = sum((n - mean_n) * (d - mean_d) for n, d in points) / sum(
-            (n - mean_n) ** 2 for n, _ in points
-        )
-        slopes.append({"series": key[0], "inlining": key[1], "per_store": slope})
+    for series, inline in sorted({(r["series"], r["inlining"]) for r in rows}):
+        points = [(r["n"], r["patched"] - r["pristine"]) for r in rows
+                  if (r["series"], r["inlining"], r["case"]) == (series, inline, "root_setattr")]  # fmt: skip
+        if len(points) > 1:
+            slope = statistics.linear_regression(*zip(*points)).slope
+            slopes.append({"series": series, "inlining": inline, "per_store": slope})
     return slopes
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    header = ("| series | case | n | inlining | pristine | patched | ratio "
-              "| A/A spread | calls added |\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
-    lines = [header]
-    for r in rows:
-        lines.append(
-            f"| {r['series']} | {r['case']} | {r['n'] or ''} "
-            f"| {'on' if r['inlining'] else 'off'} | {r['pristine']:,.0f} "
-            f"| {r['patched']:,.0f} | {r['ratio']:.5f} | {r['aa_spread']:.5f} "
-            f"| {r['calls_added']:+d} |"
-        )
-    return "\n".join(lines)
-
-
-def machine() -> str:
-    cpu = platform.machine()
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    valgrind = subprocess.run(
-        ["valgrind", "--version"], capture_output=True, text=True
-    ).stdout.strip()
-    return f"{cpu}, {platform.system()} {platform.release()}, {valgrind}"
-
-
-def count_calls(
-    version: str, cases: list[Any], wanted: Sequence[int]
-) -> list[dict[str, Any]]:
-    """What the series adds to each case's Python calls (cProfile only)."""
-    python = ROOT / ".venvs" / f"torch-{version}" / "bin" / "python"
-    modes = series_modes(python, wanted)
-    profiled: ByJob = {}
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        for state in switched(python):
-            for (inline, k), c in call_profiles(python, modes, cases, pool).items():
-                profiled[(state, inline, k)] = c
-    return [
-        {
-            "series": version,
-            "case": case,
-            "n": n,
-            "inlining": inline,
-            **compare_calls(profiled, inline, f"{case}:{n}"),
-        }
-        for inline in modes
-        for case, n in cases
-    ]
-
-
-def _where(r: dict[str, Any]) -> str:
-    return f"torch {r['series']} {r['case']} n={r['n']} inlining={r['inlining']}"
-
-
-def helper_called(rows: list[dict[str, Any]]) -> list[str]:
-    """The rows that refuse nothing, yet call the fix's helper."""
-    return [
-        f"{_where(r)}: {r['helper_calls']} calls of the helper "
-        f"({r['calls_added']:+d} calls in all)"
-        for r in rows
-        if r["case"] in FREE_CASES and r["helper_calls"]
-    ]
-
-
-def margin(row: dict[str, Any]) -> float:
+def margin(row: Row) -> float:
     return max(NOISE_FACTOR * float(row["aa_spread"]), NOISE_FLOOR)
 
 
-def beyond_resolution(rows: list[dict[str, Any]]) -> list[str]:
-    """The rows that refuse nothing, yet move the instruction ratio by more
-    than the heap layout alone does."""
+def gate(rows: list[Row]) -> list[str]:
+    """The workloads that refuse nothing, yet call the fix's helper or move the
+    instruction ratio (where counted) beyond its margin."""
     return [
-        f"{_where(r)}: ratio {r['ratio']:.5f}, beyond 1 +- {margin(r):.5f} "
-        f"(A/A spread {r['aa_spread']:.5f}; {r['calls_added']:+d} calls)"
+        f"torch {r['series']} {r['case']} n={r['n']} inlining={r['inlining']}: "
+        f"{r['helper_calls']} calls of the helper, {r['calls_added']:+d} calls in all"
+        + (
+            f"; ratio {r['ratio']:.5f}, margin 1 +- {margin(r):.5f}"
+            if "ratio" in r
+            else ""
+        )
         for r in rows
-        if r["case"] in FREE_CASES and abs(r["ratio"] - 1) > margin(r)
+        if r["case"] in FREE_CASES
+        and (r["helper_calls"] or "ratio" in r and abs(r["ratio"] - 1) > margin(r))
     ]
 
 
-def record_calls(out: Path, rows: list[dict[str, Any]]) -> None:
-    """Replaces the rows of the measured releases in out, keeping the rest:
-    `make bench-calls TORCH=all` measures one release (one venv) at a time,
-    JOBS at once."""
-    measured = {r["series"] for r in rows}
+def on(inlining: int) -> str:
+    return "on" if inlining else "off"
+
+
+def calls_table(rows: list[Row]) -> str:
+    """A row per release and mode; a cell: calls added (helper calls) ~moved."""
+    columns = [f"{case} {n}" if n else case for case, n in CASES]
+    lines = [f"| torch | inlining | {' | '.join(columns)} | measured |"]
+    lines.append("|---" * (len(columns) + 3) + "|")
+    by_key: dict[tuple[str, int], dict[Any, dict[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: (version_key(r["series"]), r["inlining"])):
+        by_key.setdefault((r["series"], r["inlining"]), {})[r["case"], r["n"]] = r
+    for (release, inlining), mine in by_key.items():
+        cells = [
+            f"{r['calls_added']:+d}"
+            + (f" ({r['helper_calls']} helper)" if r["helper_calls"] else "")
+            + (f" ~{r['moved_by_layout']}" if r["moved_by_layout"] else "")
+            if r
+            else ""
+            for r in (mine.get(case) for case in CASES)
+        ]
+        dates = {r.get("date", "not recorded") for r in mine.values()}
+        cells.append(", ".join(sorted(dates)))
+        lines.append(f"| {release} | {on(inlining)} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def instructions_section(result: Row) -> str:
+    rows = result["rows"]
+    releases = " ".join(sorted({r["series"] for r in rows}, key=version_key))
+    free = [r for r in rows if r["case"] in FREE_CASES]
+    worst = max(free, key=lambda r: abs(r["ratio"] - 1) / margin(r))
+    lines = [
+        f'`make bench TORCH="{releases}"` of {result.get("date", "a date not recorded")}: '
+        f"{result['machine']}; {result['method']}; {result['seconds']} s.",
+        "",
+        "| series | case | n | inlining | pristine | patched | ratio | A/A spread | calls added |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *(
+            f"| {r['series']} | {r['case']} | {r['n'] or ''} | {on(r['inlining'])} "
+            f"| {r['pristine']:,.0f} | {r['patched']:,.0f} | {r['ratio']:.5f} "
+            f"| {r['aa_spread']:.5f} | {r['calls_added']:+d} |"
+            for r in rows
+        ),
+        "",
+        f"Of the workloads that refuse nothing, the one nearest its margin is "
+        f"torch {worst['series']} {worst['case']} {worst['n'] or ''} (inlining "
+        f"{on(worst['inlining'])}): ratio {worst['ratio']:.5f}, A/A spread "
+        f"{worst['aa_spread']:.5f}, margin {margin(worst):.5f}, "
+        f"{worst['calls_added']:+d} calls.",
+        *(
+            f"Instructions per root attribute store, torch {s['series']} inlining "
+            f"{on(s['inlining'])}: {s['per_store']:+,.0f}."
+            for s in result.get("per_store", [])
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def record_calls(rows: list[Row]) -> None:
+    """Replaces the measured releases' rows in calls.json, under a lock: `make
+    bench-calls TORCH=all` runs JOBS releases at once."""
+    out = BENCH_RESULTS / "calls.json"
     with open(out.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         kept = json.loads(out.read_text())["rows"] if out.exists() else []
-        merged = [r for r in kept if r["series"] not in measured] + rows
-        merged.sort(key=lambda r: version_key(r["series"]))
-        out.write_text(json.dumps({"rows": merged}, indent=2) + "\n")
+        releases = {r["series"] for r in rows}
+        rows = [r for r in kept if r["series"] not in releases] + rows
+        rows.sort(key=lambda r: version_key(r["series"]))
+        out.write_text(json.dumps({"rows": rows}, indent=2) + "\n")
 
 
-def main() -> int:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--torch",
-        nargs="+",
-        default=supported_versions(ROOT / "patches"),
-        metavar="VERSION",
-    )
+    parser.add_argument("--torch", nargs="+", default=[], metavar="VERSION")
     parser.add_argument("--smoke", action="store_true", help="tiny and fast")
-    parser.add_argument(
-        "--calls", action="store_true", help="Python calls added only, no callgrind"
-    )
+    parser.add_argument("--calls", action="store_true", help="Python calls only")
+    parser.add_argument("--report", action="store_true", help="docs/benchmark.md")
+    parser.add_argument("--check", action="store_true", help="with --report")
     args = parser.parse_args()
-    if args.calls:
-        rows = []
-        for version in args.torch:
-            rows += count_calls(version, CASES, (0, 1))
-        today = time.strftime("%Y-%m-%d")
-        record_calls(BENCH_RESULTS / "calls.json", [dict(r, date=today) for r in rows])
-        for r in rows:
-            print(f"{r['series']:<7} {r['case']:<19} {r['n'] or '':>4} "
-                  f"inlining={r['inlining']} {r['calls_added']:+d} "
-                  f"(helper {r['helper_calls']}, "
-                  f"moved by layout {r['moved_by_layout']})")  # fmt: skip
-        paying = helper_called(rows)
-        if paying:
-            raise SystemExit("bench: the helper runs where nothing is refused:\n"
-                             + "\n".join(paying))  # fmt: skip
-        return 0
-    work = BUILD / "bench"
-    cases: list[Any]
-    layouts: Sequence[int]
-    modes: Sequence[int]
-    if args.smoke:
-        cases, layouts, modes = SMOKE_CASES, SMOKE_LAYOUTS, (1,)
-        name = f"smoke-{'-'.join(args.torch)}"
-        out = BENCH_RESULTS / f"{name}.json"
-        work = work / name
-    else:
-        cases, layouts, modes = CASES, LAYOUTS, (0, 1)
-        out = BENCH_RESULTS / "latest.json"
+    today = time.strftime("%Y-%m-%d")
+    if args.report:
+        calls = calls_table(
+            json.loads((BENCH_RESULTS / "calls.json").read_text())["rows"]
+        )
+        latest = instructions_section(
+            json.loads((BENCH_RESULTS / "latest.json").read_text())
+        )
+        text = new = DOC.read_text()
+        for name, table in ("calls", calls), ("instructions", latest):
+            begin = f"<!-- {name} table: generated by tools/bench/instructions.py -->"
+            new = between_markers(new, begin, f"<!-- end of {name} table -->", table)
+        if args.check and new != text:
+            raise SystemExit(f"bench report: {DOC} differs from {BENCH_RESULTS}")
+        if not args.check:
+            DOC.write_text(new)
+        return
     started = time.monotonic()
-    work.mkdir(parents=True, exist_ok=True)
-    library = build_library(work)
-    rows = []
-    for version in args.torch:
-        rows += measure_series(version, cases, layouts, modes, library)
-    result: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": machine(),
-        "method": "callgrind instruction counts of one fresh trace per workload, "
-        "median over heap layouts",
-        "rows": rows,
-        "per_store": per_store(rows),
-        "seconds": round(time.monotonic() - started),
-    }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(table(rows))
-    for s in result["per_store"]:
-        print(f"torch {s['series']}, inlining {'on' if s['inlining'] else 'off'}: "
-              f"{s['per_store']:+.1f} instructions per root attribute store")  # fmt: skip
-    worst = max(r["ratio"] for r in rows)
-    spread = max(r["aa_spread"] for r in rows)
-    print(f"worst ratio {worst:.5f}, largest A/A spread {spread:.5f}; "
-          f"wrote {out} in {result['seconds']} s")  # fmt: skip
-    if any(r["pristine"] <= 0 or r["patched"] <= 0 for r in rows):
-        raise SystemExit("bench: a workload counted no instructions")
-    paying = helper_called(rows) + beyond_resolution(rows)
-    if paying:
-        raise SystemExit("bench: a workload that refuses nothing pays:\n"
-                         + "\n".join(paying))  # fmt: skip
-    return 0
+    cases: list[Any] = SMOKE_CASES if args.smoke else CASES
+    modes = [1] if args.smoke else [0, 1]
+    layouts = () if args.calls else CALL_LAYOUTS if args.smoke else LAYOUTS
+    rows = [r for v in args.torch for r in measure(v, cases, modes, layouts)]
+    if args.calls:
+        rows = [r | {"date": today} for r in rows]
+        record_calls(rows)
+        print(calls_table(rows))
+    else:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        cpu = re.findall(r"^model name\s*:\s*(.*?)\s*$", cpuinfo, re.M)
+        result = {
+            "date": today,
+            "machine": f"{(cpu or [platform.machine()])[0]}, {platform.system()} "
+            f"{platform.release()}, {run(['valgrind', '--version']).strip()}",
+            "method": "callgrind instruction counts of one fresh trace per workload, "
+            "median over heap layouts",
+            "rows": rows,
+            "per_store": per_store(rows),
+            "seconds": round(time.monotonic() - started),
+        }
+        name = f"smoke-{'-'.join(args.torch)}" if args.smoke else "latest"
+        (BENCH_RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(instructions_section(result))
+    problems = gate(rows)
+    if problems:
+        raise SystemExit("bench: refusing nothing, yet paying:\n" + "\n".join(problems))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
