@@ -13,6 +13,7 @@ from tools import plumbing, rebase
 FILE = "torch/_dynamo/side_effects.py"
 BASE = [f"line {i}\n" for i in range(1, 31)]
 PIN_TEXT = "# Pins for torch {to}\nsix==1.16.0\ntorch=={to}\n"
+GIT = ["git", "-c", "user.name=tests", "-c", "user.email=tests@localhost"]
 
 
 def make_series(patches_root: Path, release: str, before: str, after: str) -> Path:
@@ -20,7 +21,7 @@ def make_series(patches_root: Path, release: str, before: str, after: str) -> Pa
     repo = patches_root.parent / f"made-{release}"
     (repo / FILE).parent.mkdir(parents=True)
     (repo / FILE).write_text(before)
-    git = ["git", *plumbing.IDENTITY]
+    git = GIT
     subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
     subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
     subprocess.run([*git, "commit", "-qm", "base"], cwd=repo, check=True)
@@ -52,7 +53,7 @@ class Releases:
     def __call__(self, release: str, paths: Sequence[str], into: Path) -> None:
         self.asked.append(release)
         if release not in self.files:
-            raise rebase.RebaseError(f"torch {release}: pip found no wheel of it")
+            raise plumbing.Failed(f"torch {release}: pip found no wheel of it")
         for path in paths:
             (into / path).parent.mkdir(parents=True, exist_ok=True)
             (into / path).write_text(self.files[release])
@@ -61,6 +62,7 @@ class Releases:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     patches = tmp_path / "patches"
+    (tmp_path / "requirements").mkdir()
     before = "".join(BASE)
     after = before.replace("line 20\n", "line 20, patched\n")
     make_series(patches, "2.14.1", before, after)
@@ -71,8 +73,8 @@ def run(project: Path, fetch: Releases, *argv: str) -> int:
     return rebase.run(
         list(argv),
         fetch=fetch,
-        pins=lambda job: PIN_TEXT.format(to=job.to_release),
-        patches_root=project,
+        pins=lambda old, new: PIN_TEXT.format(to=new),
+        patches=project,
         build=project.parent / "build",
     )
 
@@ -226,7 +228,7 @@ def test_own_patches_are_kept_after_the_replayed_ones(project: Path) -> None:
             "line 2\n", "line 2, own\n"
         )
     )
-    git = ["git", *plumbing.IDENTITY]
+    git = GIT
     subprocess.run([*git, "commit", "-qam", "[dynamo] Own"], cwd=repo, check=True)
     subprocess.run(
         [*git, "format-patch", "-q", "--zero-commit", "--start-number=2", "-o",
@@ -289,7 +291,7 @@ def test_a_patch_not_carried_may_be_context_of_a_later_one(project: Path) -> Non
     newer = make_series(project, "2.15.0", before, first)
     repo = project.parent / "made-2.15.0"
     (repo / FILE).write_text(second)
-    git = ["git", *plumbing.IDENTITY]
+    git = GIT
     subprocess.run(
         [*git, "commit", "-qam", "[dynamo] Then\n\nMore."], cwd=repo, check=True
     )
