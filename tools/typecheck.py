@@ -1,29 +1,5 @@
-"""mypy on what a series changes, with upstream's settings: no new error.
-
-For the torch of this interpreter and its series, copies torch's Python
-sources (.py, .pyi, py.typed) as the wheel has them (plumbing.write_tree,
-whatever state the venv is in), runs mypy on the .py files the series
-touches under torch/, writes those files as the series leaves them and runs
-mypy again (incrementally, on one cache). mypy follows
-every import into the rest of torch, as upstream's `files = torch` does, so
-an error the series causes in a file it does not touch counts too.
-
-An error counts as new when the patched tree has more of it (same file,
-code and message, wherever the line) than the wheel's tree. The wheel's own
-errors are many (a release wheel is not the tree upstream's CI checks, and
-mypy 1.16.0 is main's pin, not the release's); they are reported, not the
-series' to fix.
-
-The settings are the [mypy] section of PyTorch's mypy.ini and its
-`[mypy-torch._dynamo.*] disallow_any_generics`, as the search index stores
-that file (a documentation page of it, text id 6370363499; no commit
-recorded), without its plugins (mypy_plugins/ is not in a wheel) and with
-`ignore_missing_imports` for the third-party modules torch imports that it
-lists. mypy's version is the one main's .ci/docker/requirements-ci.txt pins
-(checked at 00062d375bf35995afc6562293d9fdff20052900), in .venvs/lint.
-
-    python -m tools.typecheck       # with a release venv's python
-"""
+"""mypy with upstream's settings on the files a series touches, following
+their imports through torch, pristine against patched (docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -34,17 +10,14 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
-from tools.plumbing import BUILD, ROOT, installed_series, write_tree
+from tools.plumbing import BUILD, ROOT, STATES, installed_series, write_tree
 
-WORK = BUILD / "typecheck"  # a folder per release
-MYPY = ROOT / ".venvs" / "lint" / "bin" / "mypy"
-SOURCES = ("torch/**/*.py", "torch/**/*.pyi", "torch/**/py.typed")
-UNTYPED_THIRD_PARTY = ("triton", "sympy", "matplotlib", "numba", "scipy", "IPython")
+# PyTorch's mypy.ini without its plugins (not in a wheel), for the tree's torch.
 SETTINGS = """\
 [mypy]
-cache_dir = {cache}
+cache_dir = {work}/cache
+python_executable = {python}
 allow_redefinition = True
 warn_unused_configs = True
 warn_redundant_casts = True
@@ -61,90 +34,51 @@ python_version = 3.11
 
 [mypy-torch._dynamo.*]
 disallow_any_generics = True
+
+[mypy-triton.*,sympy.*,matplotlib.*,numba.*,scipy.*,IPython.*]
+ignore_missing_imports = True
 """
-# path:line:col: error: message  [code]
-_ERROR = re.compile(r"^(?P<path>[^:\s]+):\d+:\d+: error: (?P<text>.*)$")
-
-Errors = Counter[tuple[str, str]]  # (path, message) -> count
-
-
-def write_config(work: Path) -> Path:
-    config = work / "mypy.ini"
-    text = SETTINGS.format(cache=work / "cache")
-    for module in UNTYPED_THIRD_PARTY:
-        text += f"\n[mypy-{module}.*]\nignore_missing_imports = True\n"
-    config.write_text(text)
-    return config
-
-
-def mypy(tree: Path, config: Path, paths: list[str]) -> tuple[Errors, float]:
-    start = time.monotonic()
-    proc = subprocess.run(
-        [MYPY, "--config-file", config, "--python-executable", sys.executable,
-         *paths],
-        cwd=tree, capture_output=True, text=True,
-    )  # fmt: skip
-    if proc.returncode not in (0, 1):  # 2: mypy itself failed
-        raise SystemExit(f"typecheck: mypy failed: {proc.stderr.strip()[-500:]}")
-    found: Errors = Counter()
-    for line in proc.stdout.splitlines():
-        match = _ERROR.match(line)
-        if match:
-            found[(match["path"], match["text"])] += 1
-    return found, time.monotonic() - start
+SOURCES = ("torch/**/*.py", "torch/**/*.pyi", "torch/**/py.typed")
+MYPY = f"{ROOT}/.venvs/lint/bin/mypy"  # main's pin of mypy
+ERROR = re.compile(r"^([^:\s]+):\d+:\d+: error: (.*)$", re.MULTILINE)
 
 
 def main() -> int:
     install, _ = installed_series()
-    work = WORK / install.version
+    work = BUILD / "typecheck" / install.version
     tree = work / "tree"
     shutil.rmtree(tree, ignore_errors=True)
-    work.mkdir(parents=True, exist_ok=True)
-    config = write_config(work)
     paths = write_tree(tree, "pristine", SOURCES)
-    pristine, pristine_time = mypy(tree, config, paths)
-    write_tree(tree, "patched")
-    patched, patched_time = mypy(tree, config, paths)
-
-    new = patched - pristine
-    per_file = {
-        path: {
-            "pristine": sum(n for (p, _), n in pristine.items() if p == path),
-            "patched": sum(n for (p, _), n in patched.items() if p == path),
-        }
-        for path in paths
-    }
-    for path, counts in per_file.items():
-        print(
-            f"typecheck, torch {install.version}: {path}: "
-            f"{counts['pristine']} errors pristine, {counts['patched']} patched"
-        )
+    (tree / "mypy.ini").write_text(SETTINGS.format(work=work, python=sys.executable))
+    errors: dict[str, Counter[tuple[str, ...]]] = {}
+    seconds: dict[str, int] = {}
+    for state in STATES:  # the patched run reuses the pristine run's cache
+        write_tree(tree, state)
+        start = time.monotonic()
+        proc = subprocess.run([MYPY, *paths], cwd=tree, capture_output=True, text=True)
+        seconds[state] = round(time.monotonic() - start)
+        if proc.returncode not in (0, 1):  # 2: mypy itself failed
+            raise SystemExit(f"typecheck: mypy failed: {proc.stderr.strip()[-500:]}")
+        errors[state] = Counter(ERROR.findall(proc.stdout))
+    new = errors["patched"] - errors["pristine"]
+    totals = {state: sum(errors[state].values()) for state in STATES}
+    by_file = {s: Counter(path for path, _ in errors[s].elements()) for s in STATES}
+    files = {path: {s: by_file[s][path] for s in STATES} for path in paths}
     print(
         f"typecheck, torch {install.version} series: {len(new)} new mypy errors "
-        f"({sum(pristine.values())} in the wheel's tree, {sum(patched.values())} "
-        f"patched; {pristine_time:.0f} s pristine, {patched_time:.0f} s patched)"
+        f"({totals['pristine']} in the wheel's tree, {totals['patched']} patched; "
+        f"{seconds['pristine']} s pristine, {seconds['patched']} s patched)"
     )
     for (path, text), n in sorted(new.items()):
         print(f"typecheck: {path}: {text}" + (f" (x{n})" if n > 1 else ""))
-    (work / "results.json").write_text(
-        json.dumps(
-            {
-                "torch": install.version,
-                "files": per_file,
-                "errors": {
-                    "pristine": sum(pristine.values()),
-                    "patched": sum(patched.values()),
-                },
-                "new": [f"{p}: {t}" for (p, t) in sorted(new)],
-                "seconds": {
-                    "pristine": round(pristine_time),
-                    "patched": round(patched_time),
-                },
-            },
-            indent=1,
-        )
-        + "\n"
-    )
+    record = {
+        "torch": install.version,
+        "files": files,
+        "errors": totals,
+        "new": [f"{path}: {text}" for (path, text) in sorted(new)],
+        "seconds": seconds,
+    }
+    (work / "results.json").write_text(json.dumps(record, indent=1) + "\n")
     return 1 if new else 0
 
 

@@ -1,29 +1,12 @@
-"""Upstream's lint on what a series changes: no new finding in its files.
-
-For the torch of this interpreter and its series, writes each file the series
-touches under torch/ as the wheel has it and as the series leaves it, plus
-the test files the series adds upstream, and runs on both trees:
-
-- ruff check with the settings of PyTorch's pyproject.toml
-  (tools/ruff-upstream.toml), and ruff format --check with them;
-- flake8 with the rules upstream leaves to it (the codes its pyproject.toml
-  marks external, and B950 at its 120 columns);
-- the graph-break registry check of its GB_REGISTRY lint
-  (tools/registry_lint.py), from 2.8 on.
-
-A finding counts as new when the patched file has more of it (same code and
-message, wherever the line) than the wheel's file: the wheel's own findings,
-from a newer ruff than the release was linted with, are not the patch's to
-fix. A file the series adds must have none. mypy, which checks all of torch's
-sources, is tools/typecheck.py (`make typecheck`), not run in CI.
-
-    python -m tools.upstream_lint       # with a release venv's python
-"""
+"""Upstream's lint on what a series changes, pristine against patched: ruff,
+flake8 and the GB_REGISTRY check (docs/upstream.md). Run with a release's python."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -31,113 +14,149 @@ from collections import Counter
 from importlib import metadata
 from pathlib import Path
 
-from tools import registry_lint
 from tools.plumbing import BUILD, ROOT, installed_series, write_tree
 from tools.series_tests import exported
 
-WORK = BUILD / "upstream-lint"  # a folder per release
-TOOLS = ROOT / ".venvs" / "lint" / "bin"
-RUFF_CONFIG = Path(__file__).resolve().parent / "ruff-upstream.toml"
-FLAKE8_ONLY = (
-    "B901,B909,E115,E201,E221,E225,E226,E227,E231,E241,E261,E262,E265,E266,"
-    "E272,E306,B950"
-)
-# path:line:col: CODE message
-_FINDING = re.compile(r"^(?P<path>[^:\s]+):\d+:\d+: (?P<code>[A-Z]+\d+) (?P<text>.*)$")
-
-
-def write_trees(work: Path) -> list[str]:
-    """work/pristine and work/patched; the paths linted, relative to both."""
-    shutil.rmtree(work, ignore_errors=True)
-    write_tree(work / "pristine", "pristine")
-    touched = write_tree(work / "patched", "patched")
-    tests = exported(installed_series()[1])
-    for test in tests:
-        target = work / "patched" / test.upstream
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / test.path, target)
-    return touched + [t.upstream for t in tests]
-
-
-Finding = tuple[str, str, str]  # (path, code, text)
+TOOLS = f"{ROOT}/.venvs/lint/bin/"
+CONFIG = f"{ROOT}/tools/ruff-upstream.toml"  # upstream's ruff settings
+# flake8 for the codes upstream's ruff settings leave to it, and B950 at 120.
+FLAKE8 = [
+    "--select=B901,B909,E115,E201,E221,E225,E226,E227,E231,E241,E261,E262,E265,"
+    "E266,E272,E306,B950",
+    "--max-line-length=120",
+]
+FINDING = re.compile(r"^([^:\s]+):\d+:\d+: ([A-Z]+\d+ .*)$", re.MULTILINE)
+Call = tuple[object, ...]  # a graph break's (context, explanation, sorted hints)
+# The functions whose calls the registry check reads; 2.10 renamed the _v2.
+RAISERS = {"unimplemented", "unimplemented_v2"}
+RAISERS |= {f"{name}_with_warning" for name in RAISERS}
+HINTS = "*graph_break_hints."  # a hints list of graph_break_hints.py, in a call
 
 
 def target_version() -> list[str]:
-    """ruff's --target-version for a torch whose oldest Python (its
-    Requires-Python) is older than upstream's py310: 2.4 supports 3.8, 2.5
-    to 2.8 3.9, so their lint must not ask for `X | None`."""
+    """ruff's --target-version if the release's oldest Python is before py310."""
     floor = re.search(r">=\s*3\.(\d+)", metadata.metadata("torch")["Requires-Python"])
     minor = int(floor[1]) if floor else 10
     return ["--target-version", f"py3{minor}"] if minor < 10 else []
 
 
-def findings(tree: Path, paths: list[str]) -> Counter[Finding]:
+def findings(tree: Path, paths: list[str]) -> Counter[str]:
+    """{finding: how many times} in the files of paths that tree has."""
     present = [p for p in paths if (tree / p).is_file()]
-    if not present:
-        return Counter()
-    commands: list[list[str | Path]] = [
-        [TOOLS / "ruff", "check", "--config", RUFF_CONFIG, *target_version(),
-         "--no-cache", "--output-format=concise", *present],
-        [TOOLS / "flake8", f"--select={FLAKE8_ONLY}", "--max-line-length=120",
-         *present],
-    ]  # fmt: skip
-    found: Counter[Finding] = Counter()
-    for command in commands:
+    ruff = ["--config", CONFIG, *target_version(), "--no-cache"]
+    found: Counter[str] = Counter()
+    for command in (
+        [TOOLS + "ruff", "check", *ruff, "--output-format=concise", *present],
+        [TOOLS + "flake8", *FLAKE8, *present],
+    ):
         proc = subprocess.run(command, cwd=tree, capture_output=True, text=True)
-        for line in proc.stdout.splitlines():
-            match = _FINDING.match(line.strip())
-            if match:
-                found[(match["path"], match["code"], match["text"])] += 1
+        found.update(map(": ".join, FINDING.findall(proc.stdout)))
+    for path in present:
+        command = [TOOLS + "ruff", "format", *ruff, "--check", path]
+        if subprocess.run(command, cwd=tree, capture_output=True).returncode:
+            found[f"{path}: not formatted as upstream's ruff format would"] += 1
     return found
 
 
-def unformatted(tree: Path, paths: list[str]) -> set[str]:
-    bad = set()
-    for path in paths:
-        if (tree / path).is_file():
-            proc = subprocess.run(
-                [TOOLS / "ruff", "format", "--config", RUFF_CONFIG,
-                 *target_version(), "--check", "--no-cache", path],
-                cwd=tree, capture_output=True, text=True,
-            )  # fmt: skip
-            if proc.returncode != 0:
-                bad.add(path)
-    return bad
+def _text(lines: list[bytes], node: ast.expr) -> str:
+    """An argument as the GB_REGISTRY lint reads it: f-string fields as
+    `{expr}`, other expressions as their source without quotes and breaks."""
+    if isinstance(node, ast.Constant):
+        return str(node.value)
+    if isinstance(node, ast.FormattedValue):
+        return f"{{{ast.unparse(node.value)}}}"
+    if isinstance(node, ast.JoinedStr):
+        return "".join(_text(lines, part) for part in node.values)
+    # ast.get_source_segment, without splitting the file again for each call
+    assert node.end_lineno is not None and node.end_col_offset is not None
+    chunk = b"".join(lines[node.lineno - 1 : node.end_lineno])
+    end = len(chunk) - len(lines[node.end_lineno - 1]) + node.end_col_offset
+    text = re.sub(r'^f["\']', '"', chunk[node.col_offset : end].decode())
+    text = re.sub(r'["\'] f["\']', " ", text)
+    text = re.sub(r'^["\'](.*)["\']$', r"\1", text)
+    text = " ".join(text.splitlines()).encode().decode("unicode_escape")
+    return re.sub(r'" "', " ", text)
+
+
+def registry(dynamo: Path) -> tuple[dict[str, set[Call]], dict[str, bool]]:
+    """{gb_type: the distinct (context, explanation, hints) it is raised with},
+    and {gb_type: whether that is one text, its one newest registry entry's}."""
+    namespace = runpy.run_path(str(dynamo / "graph_break_hints.py"))
+    lists = {n: v for n, v in namespace.items() if n.isupper() and isinstance(v, list)}
+    found: dict[str, set[Call]] = {}
+    for path in sorted(dynamo.rglob("*.py")):
+        lines = path.read_bytes().splitlines(keepends=True)
+        for node in ast.walk(ast.parse(b"".join(lines))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in RAISERS:
+                args = {kw.arg: _text(lines, kw.value) for kw in node.keywords}
+                text = args.get("hints", "")
+                hints = re.findall(r'"([^"]*)"', text)
+                named = [v for n, v in lists.items() if HINTS + n in text]
+                if HINTS in text:
+                    hints += named[0] if named else [text]
+                hints.sort()
+                if "gb_type" in args:
+                    found.setdefault(args["gb_type"], set()).add(
+                        (args.get("context"), args.get("explanation"), tuple(hints))
+                    )
+    entries = json.loads((dynamo / "graph_break_registry.json").read_text()).values()
+    newest: dict[str, list[Call]] = {}
+    for e in (history[0] for history in entries):
+        newest.setdefault(e["Gb_type"], []).append(
+            (e["Context"], e["Explanation"], tuple(sorted(e["Hints"] or [])))
+        )
+    synced = {g: len(r) == 1 and newest.get(g) == list(r) for g, r in found.items()}
+    return found, synced
+
+
+def registry_check(work: Path, version: str) -> bool:
+    """Prints the GB_REGISTRY check of work/pristine and work/patched; whether
+    a gb_type in sync pristine, or whose calls the series changes, is patched."""
+    pristine, patched = work / "pristine/torch/_dynamo", work / "patched/torch/_dynamo"
+    if not (pristine / "graph_break_registry.json").is_file():  # before 2.8
+        print(f"registry lint: torch {version} has no registry; skipped")
+        return True
+    (before_calls, before), (after_calls, after) = registry(pristine), registry(patched)
+    changed = sorted(g for g in after_calls if after_calls[g] != before_calls.get(g))
+    print(
+        f"registry lint, torch {version}: {sum(before.values())} of {len(before)} "
+        f"gb_types in sync pristine, {sum(after.values())} of {len(after)} patched; "
+        "changed by the series: " + (", ".join(map(repr, changed)) or "none")
+    )
+    problems = [g for g in after if not after[g] and (before.get(g) or g in changed)]
+    for g in problems:
+        print(f"registry lint: {g!r}: not in sync patched", file=sys.stderr)
+    return not problems
 
 
 def main() -> int:
-    install, _ = installed_series()
-    work = WORK / install.version
-    paths = write_trees(work)
-    pristine, patched = work / "pristine", work / "patched"
-    new = findings(patched, paths) - findings(pristine, paths)
-    problems = [
-        f"{path}: {code} {text}" + (f" (x{n})" if n > 1 else "")
-        for (path, code, text), n in sorted(new.items())
-    ]
-    problems += [
-        f"{path}: not formatted as ruff format with upstream's settings would"
-        for path in sorted(unformatted(patched, paths) - unformatted(pristine, paths))
-    ]
+    install, series = installed_series()
+    work = BUILD / "upstream-lint" / install.version
+    shutil.rmtree(work, ignore_errors=True)
+    dynamo = ["torch/_dynamo/**/*.py", "torch/_dynamo/*.json"]  # for registry_check
+    write_tree(work / "pristine", "pristine", dynamo)
+    paths = write_tree(work / "patched", "patched", dynamo)
+    for test in exported(series):
+        target = work / "patched" / test.upstream
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / test.path, target)
+        paths.append(test.upstream)
+    new = findings(work / "patched", paths) - findings(work / "pristine", paths)
+    problems = [p + (f" (x{n})" if n > 1 else "") for p, n in sorted(new.items())]
     print(
         f"upstream lint, torch {install.version} series: {len(paths)} files "
         f"({', '.join(paths)}): {len(problems)} new findings"
     )
     for problem in problems:
         print(f"upstream lint: {problem}", file=sys.stderr)
-    registry_in_sync = registry_lint.main() == 0
-    (work / "results.json").write_text(
-        json.dumps(
-            {
-                "torch": install.version,
-                "files": paths,
-                "new_findings": problems,
-                "registry_in_sync": registry_in_sync,
-            },
-            indent=1,
-        )
-        + "\n"
-    )
+    registry_in_sync = registry_check(work, install.version)
+    record = {
+        "torch": install.version,
+        "files": paths,
+        "new_findings": problems,
+        "registry_in_sync": registry_in_sync,
+    }
+    (work / "results.json").write_text(json.dumps(record, indent=1) + "\n")
     return 1 if problems or not registry_in_sync else 0
 
 
