@@ -1,16 +1,10 @@
-"""PyTorch issue 126355 before and after the fix, for the torch of this venv.
-
-The issue's reproducer (`self.w += 1` in a control_flow.map body) and other
-ways to write the same mistake in the same body (FORMS, built from the fix's
-tests' modules in fix_tests/_hop_mutation_test_utils.py), each compiled with
-fullgraph=True in each inlining mode the release has, in a pristine and a
-patched copy of this venv (plumbing.venv_states), each run in a process of
-its own. Prints, for each form and mode, the exception and what its message
-says: the first line, and from 2.11 on the graph break's type and the start
-of its explanation. `make pr` puts the same table in the pull request.
+"""PyTorch issue 126355 before and after the fix, on this venv's torch: the
+issue's reproducer and other ways to write the same mutation in a
+control_flow.map body, compiled with fullgraph=True in each inlining mode,
+pristine and patched, each in a process of its own. `make pr` shows the table.
 
     python -m tools.demo               # make demo
-    python -m tools.demo --forms 0|1   # one state and mode: the errors as JSON
+    python -m tools.demo --forms 0|1   # this venv's errors in a mode, as JSON
 """
 
 from __future__ import annotations
@@ -18,16 +12,14 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from tools.plumbing import BUILD, ROOT, run, venv_states
 from torchpatch.inline_mode import modes
 
 WIDTH = 200  # characters of a message shown
-# form: (kind of module, HOP, what its body does, to what), as the tests build it.
+# form: (module of fix_tests/_hop_mutation_test_utils.py, its arguments).
 FORMS = {
     "self.w += 1 (the issue)": ("Issue126355",),
     "self.buf += 1": ("Model", "map", "iadd_buffer", "self"),
@@ -44,21 +36,19 @@ FORMS = {
 
 
 def summary(error: Exception) -> str:
+    """The message's first line, and a graph break's start of explanation."""
     text = str(error)
     _, found, graph_break = text.partition("Got graph break/error:\n\n")
     lines = (graph_break if found else text).splitlines()
-    explanation = next(
-        (line.strip() for line in lines if line.strip().startswith("Explanation: ")),
-        None,
-    )
-    if explanation is None:
-        return lines[0]
-    first = re.split(r"(?<=\.) ", explanation.removeprefix("Explanation: "))[0]
-    return f"{lines[0]}: {first}"
+    for line in lines:
+        if line.strip().startswith("Explanation: "):
+            first = re.split(r"(?<=\.) ", line.strip().removeprefix("Explanation: "))
+            return f"{lines[0]}: {first[0]}"
+    return lines[0]
 
 
 def first_errors(inline: str) -> dict[str, dict[str, str]]:
-    """{form: its error}, compiled in this process with the given mode."""
+    """{form: its error}, compiled in this process in the given mode."""
     import torch
 
     from fix_tests import _hop_mutation_test_utils as modules
@@ -67,13 +57,11 @@ def first_errors(inline: str) -> dict[str, dict[str, str]]:
     set_mode(inline == "1")
     errors = {}
     for form, (kind, *args) in FORMS.items():
-        make: Callable[..., torch.nn.Module] = getattr(modules, kind)
+        errors[form] = {"type": "(no error)", "message": ""}
         try:
             torch._dynamo.reset()
-            torch.compile(make(*args), backend="eager", fullgraph=True)(
-                torch.randn(3, 2)
-            )
-            errors[form] = {"type": "(no error)", "message": ""}
+            model = getattr(modules, kind)(*args)
+            torch.compile(model, backend="eager", fullgraph=True)(torch.randn(3, 2))
         except Exception as e:  # noqa: BLE001
             errors[form] = {"type": type(e).__name__, "message": summary(e)}
     return errors
@@ -86,11 +74,6 @@ def errors(python: Path, inline: str) -> dict[str, dict[str, str]]:
     return found
 
 
-def shown(error: dict[str, Any]) -> str:
-    text = f"{error['type']}: {error['message']}"
-    return text if len(text) <= WIDTH else text[: WIDTH - 3] + "..."
-
-
 def main() -> int:
     with venv_states(BUILD / "demo") as pythons:
         found = {(state, inline): errors(python, inline)
@@ -101,12 +84,13 @@ def main() -> int:
         for form in FORMS:
             print(f"\n{form}   (inlining {'on' if inline == '1' else 'off'})")
             for state in ("pristine", "patched"):
-                print(f"  {state:<9}{shown(found[state, inline][form])}")
-    # One exception type and one kind of message: the part before the
-    # attribute and module it names.
+                text = "{type}: {message}".format(**found[state, inline][form])
+                shown = text if len(text) <= WIDTH else text[: WIDTH - 3] + "..."
+                print(f"  {state:<9}{shown}")
+    # One exception type and one kind of message (before the names it gives).
     kinds = {(e["type"], e["message"].split(":")[0])
-             for (state, _), found_errors in found.items() if state == "patched"
-             for e in found_errors.values()}  # fmt: skip
+             for (state, _), by_form in found.items() if state == "patched"
+             for e in by_form.values()}  # fmt: skip
     if len(kinds) == 1:
         print(f"\npatched: one error for every form and mode: {' '.join(kinds.pop())}")
         return 0

@@ -1,21 +1,9 @@
-"""Prove the series on the torch of this venv, and record what was found.
+"""Prove the series on this venv's torch, in each inlining mode, in a patched
+and a pristine copy of the venv: patched, its test files pass; pristine, the
+fix tests fail and the controls pass. Writes build/releases/<release>.json
+for tools/release_table.py.
 
-For the installed release, in each inlining mode it has (each run in its own
-process, the mode switched by torchpatch's pytest plugin), in a patched and
-a pristine copy of this venv (plumbing.venv_states):
-
-1. patched, every test file of the series must pass;
-2. pristine, every test of the fix (the HopModuleMutationErrorTests
-   classes) must fail, and every control (HopModuleMutationControlTests),
-   which describes what already worked, must pass: the tests bite.
-
-`--extended` runs step 2 on every test file of the series; without it, on
-the files the pull request adds (the extended suites' fix tests take most of
-the time, pristine, and were proven with the rest by `make test TORCH=all`).
-
-Writes build/releases/<release>.json (release, series, era, modes, counts,
-date, commit), which `make test TORCH=all` gathers into results/releases.json
-and README's table of releases.
+    python -m tools.prove [--extended]   # pristine: every file, not the PR's only
 """
 
 from __future__ import annotations
@@ -39,7 +27,6 @@ from tools.plumbing import (
 from tools.series_tests import tests as series_tests
 from torchpatch.inline_mode import modes, switchable
 
-OUT = BUILD / "releases"
 FIX_TESTS = "HopModuleMutationErrorTests"
 CONTROLS = "HopModuleMutationControlTests"
 
@@ -54,14 +41,13 @@ def era() -> str:
 
 
 def checkout() -> str:
-    """The commit the proof runs from, marked where tracked files differ."""
+    """HEAD, marked where tracked files differ."""
     commit = run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT).strip()
     changed = run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT)
     return f"{commit}+changes" if changed.strip() else commit
 
 
 def ran(python: Path, selection: list[str], inline: str) -> dict[str, int]:
-    """pytest's counts of selection, in a process with the given mode."""
     env = dict(os.environ, TORCHDYNAMO_INLINE_INBUILT_NN_MODULES=inline)
     return counts(junit(selection, python=python, env=env))
 
@@ -79,24 +65,23 @@ def main(extended: bool) -> int:
     results: dict[str, dict[str, object]] = {"patched": {}, "pristine": {}}
     with venv_states(BUILD / "prove" / install.version) as pythons:
         for inline in modes():
-            patched = results["patched"][inline] = ran(
-                pythons["patched"], tests, inline
-            )
+            patched = ran(pythons["patched"], tests, inline)
             fix, controls = (ran(pythons["pristine"], [f"{t}::{cls}" for t in pristine_tests],
                                  inline) for cls in (FIX_TESTS, CONTROLS))  # fmt: skip
+            results["patched"][inline] = patched
             results["pristine"][inline] = {"fix": fix, "controls": controls}
             print(f"torch {install.version}, inlining={inline}: patched "
                   f"{patched['passed']}/{patched['tests']} passed; pristine, fix "
                   f"tests {fix['failures']}/{fix['tests']} failed, controls "
                   f"{controls['passed']}/{controls['tests']} passed")  # fmt: skip
-            for what, got, want in (("patched, not all passed", patched, "passed"),
-                                    ("pristine, not every fix test failed", fix,
-                                     "failures"),
-                                    ("pristine, controls did not all pass", controls,
-                                     "passed")):  # fmt: skip
+            for what, got, want in (
+                ("patched, not all passed", patched, "passed"),
+                ("pristine, not every fix test failed", fix, "failures"),
+                ("pristine, controls did not all pass", controls, "passed"),
+            ):
                 if got["tests"] == 0 or got[want] != got["tests"]:
                     problems.append(f"inlining={inline}: {what}: {got}")
-    result = {
+    record = {
         "release": install.version,
         "torch": install.full_version,
         "series": found.version,
@@ -110,14 +95,14 @@ def main(extended: bool) -> int:
         "commit": checkout(),
         "seconds": round(time.monotonic() - started),
     }
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{install.version}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (BUILD / "releases").mkdir(parents=True, exist_ok=True)
+    (BUILD / "releases" / f"{install.version}.json").write_text(
+        json.dumps(record, indent=2) + "\n"
+    )
     for problem in problems:
         print(f"prove: {problem}", file=sys.stderr)
     return 1 if problems else 0
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] not in ([], ["--extended"]):
-        raise SystemExit("usage: python -m tools.prove [--extended]")
-    sys.exit(main(extended=sys.argv[1:] == ["--extended"]))
+    sys.exit(main(extended="--extended" in sys.argv))
