@@ -47,9 +47,8 @@ def run(args: Sequence[str | Path], cwd: Path | None = None,
         command, cwd=cwd, capture_output=True, text=True, env=_env(cwd, env)
     )
     if proc.returncode != 0:
-        raise Failed(
-            f"{' '.join(command)}: {(proc.stderr or proc.stdout).strip()[-2000:]}"
-        )
+        error = (proc.stderr or proc.stdout).strip()[-2000:]
+        raise Failed(f"{' '.join(command)}: {error}")
     return proc.stdout
 
 
@@ -100,10 +99,8 @@ def outcomes(report: Path) -> dict[str, str]:
     """{class::test: passed | failure | error | skipped} of a JUnit report."""
     found = {}
     for case in ET.parse(report).getroot().iter("testcase"):
-        kinds = {child.tag for child in case}
-        kind = next(
-            (k for k in ("failure", "error", "skipped") if k in kinds), "passed"
-        )
+        tags = {child.tag for child in case}
+        kind = next((k for k in ("failure", "error", "skipped") if k in tags), "passed")
         # classname is dotted from the rootdir: keep what names the test.
         where = case.get("classname", "").removeprefix("test.")
         found[f"{where}::{case.get('name')}"] = kind
@@ -113,13 +110,9 @@ def outcomes(report: Path) -> dict[str, str]:
 def counts(found: Mapping[str, str]) -> dict[str, int]:
     """pytest's counts of a run's outcomes."""
     n = list(found.values()).count
-    return {
-        "tests": len(found),
-        "failures": n("failure"),
-        "errors": n("error"),
-        "skipped": n("skipped"),
-        "passed": n("passed"),
-    }
+    kinds = {"failures": "failure", "errors": "error", "skipped": "skipped"}
+    counted = {name: n(kind) for name, kind in kinds.items()}
+    return {"tests": len(found), **counted, "passed": n("passed")}
 
 
 def wheel_files(release: str, keep: Callable[[str], bool], into: Path) -> None:
