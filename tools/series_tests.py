@@ -38,20 +38,16 @@ class TestFile:
 def tests(found: series.Series, root: Path = ROOT) -> list[TestFile]:
     """The test files a series lists; MalformedSeries for a bad line."""
     listing = found.directory / TESTS_FILE
-    lines = listing.read_text().splitlines() if listing.is_file() else []
     result: list[TestFile] = []
-    for number, line in enumerate(map(str.strip, lines), 1):
-        if not line or line.startswith("#"):
-            continue
+    for where, line in series._lines(listing) if listing.is_file() else ():
         path, arrow, upstream = (part.strip() for part in line.partition("->"))
         imported = upstream.endswith("(imported)")
         upstream = upstream.removesuffix("(imported)").strip()
         bad = [f"{line!r} names no upstream path"] if arrow and not upstream else []
         for listed, tree in ((path, "fix_tests"), (upstream, "test")):
             parts = Path(listed).parts
-            if (listed or tree == "fix_tests") and (
-                parts[:1] != (tree,) or ".." in parts or len(listed.split()) != 1
-            ):
+            wrong = parts[:1] != (tree,) or ".." in parts or len(listed.split()) != 1
+            if wrong and (listed or tree == "fix_tests"):
                 bad.append(f"{listed!r} must be a path under {tree}/")
         if not (root / path).is_file():
             bad.append(f"{path!r} does not exist")
@@ -60,7 +56,7 @@ def tests(found: series.Series, root: Path = ROOT) -> list[TestFile]:
         if upstream and any(upstream == t.upstream for t in result):
             bad.append(f"{upstream!r} is exported twice")
         if bad:
-            raise MalformedSeries(f"{listing}:{number}: {bad[0]}")
+            raise MalformedSeries(f"{where}: {bad[0]}")
         result.append(TestFile(path, upstream, imported))
     return result
 
@@ -94,12 +90,8 @@ def _stale(found: series.Series, root: Path) -> list[tuple[TestFile, series.Patc
             continue
         with tempfile.TemporaryDirectory() as tmp:
             for patch in writers:
-                git(
-                    Path(tmp),
-                    "apply",
-                    f"--include={test.upstream}",
-                    str(patch.path.resolve()),
-                )
+                include = f"--include={test.upstream}"
+                git(Path(tmp), "apply", include, str(patch.path.resolve()))
             left = (Path(tmp) / test.upstream).read_bytes()
         if left != (root / test.path).read_bytes():
             stale.append((test, writers[0]))
@@ -138,19 +130,19 @@ def refresh(found: series.Series, root: Path = ROOT) -> list[Path]:
 def main(argv: list[str]) -> int:
     if argv not in ([], ["--check"]):
         raise SystemExit("usage: python -m tools.series_tests [--check]")
-    found_problems = []
+    stale = []
     for version in series.supported_versions(ROOT / "patches"):
         found = series.load_series(ROOT / "patches", version)
         if found.version != version:
             continue  # a series serving several releases: once, at its own
         if argv:
-            found_problems += problems(found)
-            continue
-        for path in refresh(found):
-            print(f"rewrote {path.relative_to(ROOT)}")
-    for problem in found_problems:
+            stale += problems(found)
+        else:
+            for path in refresh(found):
+                print(f"rewrote {path.relative_to(ROOT)}")
+    for problem in stale:
         print(f"series tests: {problem}", file=sys.stderr)
-    return 1 if found_problems else 0
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":
