@@ -2,11 +2,10 @@
 
     python -m tools.apply_check 2.4.0 2.4.1 ...    # `make apply-check`
 
-Unpacks only what torchpatch reads and writes (torch/_dynamo/, METADATA and
-RECORD) of each release's wheel into a site-packages of its own, and runs
-`torchpatch apply`, `apply` again (a no-op) and `revert` (back to RECORD)
-there: the series' text against the release's sources, with no torch
-installed.
+Runs `torchpatch apply`, `apply` again (a no-op) and `revert` (back to
+RECORD) on the files of each release's wheel that torchpatch reads and writes
+(torch/_dynamo/, METADATA and RECORD), in a site-packages of their own: the
+series' text against the release's sources, with no torch installed.
 """
 
 from __future__ import annotations
@@ -25,14 +24,15 @@ def wanted(name: str) -> bool:
     )
 
 
-def check(release: str, site_packages: Path) -> str | None:
+def check(release: str) -> str | None:
     """None if the series applies, reapplies as a no-op and reverts to RECORD."""
     try:
-        wheel_files(release, wanted, site_packages)
-        said = [
-            torchpatch(c, "--site-packages", site_packages)
-            for c in ("apply", "apply", "revert")
-        ]
+        with tempfile.TemporaryDirectory() as tmp:
+            wheel_files(release, wanted, Path(tmp))
+            said = [
+                torchpatch(c, "--site-packages", tmp)
+                for c in ("apply", "apply", "revert")
+            ]
     except (Failed, ValueError) as error:
         return str(error)
     if not said[0].startswith("applied") or "already applied" not in said[1]:
@@ -47,11 +47,9 @@ def main(releases: list[str]) -> int:
         raise SystemExit("usage: python -m tools.apply_check RELEASE [RELEASE...]")
     failed = []
     for release in releases:
-        with tempfile.TemporaryDirectory() as tmp:
-            problem = check(release, Path(tmp))
-        print(
-            f"torch {release}: {f'FAILED: {problem}' if problem else 'applies, reverts to RECORD'}"
-        )
+        problem = check(release)
+        verdict = f"FAILED: {problem}" if problem else "applies, reverts to RECORD"
+        print(f"torch {release}: {verdict}")
         failed += [release] if problem else []
     if failed:
         print(f"apply-check: failed for {', '.join(failed)}", file=sys.stderr)
