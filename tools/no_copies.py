@@ -36,13 +36,11 @@ def problems(root: Path = ROOT, upstream: Path = UPSTREAM) -> list[str]:
         for _, window in windows(path):
             seen.setdefault(window, path)
     for name in run(["git", "ls-files", "-z"], cwd=root).split("\0"):
-        if name and (root / name).is_file():
-            copied = next(
-                ((n, seen[w]) for n, w in windows(root / name) if w in seen), None
-            )
-            if copied:
-                where = copied[1].relative_to(upstream)
-                found.append(f"{name}:{copied[0]}: {WINDOW} lines of {where}")
+        for n, window in windows(root / name) if (root / name).is_file() else ():
+            if window in seen:
+                where = seen[window].relative_to(upstream)
+                found.append(f"{name}:{n}: {WINDOW} lines of {where}")
+                break
     return found
 
 
