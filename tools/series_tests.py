@@ -13,12 +13,11 @@ series creates PATH, FILE must equal what the series leaves there.
 from __future__ import annotations
 
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.plumbing import ROOT, git, new_file_diff
-from torchpatch import export, git as torchpatch_git, series
+from tools.plumbing import ROOT, new_file_diff
+from torchpatch import export, git, series, snapshots
 from torchpatch.errors import MalformedSeries
 
 TESTS_FILE = "tests"
@@ -86,14 +85,8 @@ def _stale(found: series.Series, root: Path) -> list[tuple[TestFile, series.Patc
     stale = []
     for test in exported(found, root):
         writers = [p for p in found.patches if test.upstream in p.files]
-        if not writers:
-            continue
-        with tempfile.TemporaryDirectory() as tmp:
-            for patch in writers:
-                include = f"--include={test.upstream}"
-                git(Path(tmp), "apply", include, str(patch.path.resolve()))
-            left = (Path(tmp) / test.upstream).read_bytes()
-        if left != (root / test.path).read_bytes():
+        left = snapshots.patched({test.upstream: None}, writers)[test.upstream]
+        if writers and left != (root / test.path).read_bytes():
             stale.append((test, writers[0]))
     return stale
 
@@ -121,7 +114,7 @@ def refresh(found: series.Series, root: Path = ROOT) -> list[Path]:
         following = rest.find(b"\ndiff --git ", section) + 1 or signature
         new = new_file_diff(root / test.path, test.upstream)
         diff = rest[start:section] + new + rest[following:signature]
-        stat = torchpatch_git.diffstat(diff)
+        stat = git.diffstat(diff)
         patch.path.write_bytes(head + sep + stat + b"\n" + diff + rest[signature:])
         changed.append(patch.path)
     return changed
