@@ -142,9 +142,8 @@ def installed_series() -> tuple[InstalledTorch, series.Series]:
 
 def write_tree(tree: Path, state: str, sources: Iterable[str] = ()) -> list[str]:
     """Writes into tree the installed torch's files matching sources (globs
-    under site-packages), then the series' files as they are in state,
-    whatever state the install is in (torchpatch's snapshots). Returns the
-    .py files under torch/ that the series touches."""
+    under site-packages), then the series' files as they are in state, whatever
+    state the install is in. Returns the .py files the series touches."""
     install, found = installed_series()
     for source in (s for pattern in sources for s in install.root.glob(pattern)):
         if source.is_file() and "__pycache__" not in source.parts:

@@ -65,8 +65,7 @@ def record() -> int:
             missing.append(release)
             continue
         found = {k: v for k, v in found.items() if k != "stale"}
-        # Stale if its series or test files differ from this checkout's at
-        # the commit it names (or it names none).
+        # Stale if its series or test files changed since its commit (or it has none).
         paths = [f"patches/torch-{found['series']}", *found["tests"]]
         commit = found.get("commit", "")
         if git(ROOT, "diff", "--quiet", commit, "--", *paths, check=False).returncode:
