@@ -38,7 +38,7 @@ def tests(found: series.Series, root: Path = ROOT) -> list[TestFile]:
     """The test files a series lists; MalformedSeries for a bad line."""
     listing = found.directory / TESTS_FILE
     result: list[TestFile] = []
-    for where, line in series._lines(listing) if listing.is_file() else ():
+    for where, line in series.listed_lines(listing) if listing.is_file() else ():
         path, arrow, upstream = (part.strip() for part in line.partition("->"))
         imported = upstream.endswith("(imported)")
         upstream = upstream.removesuffix("(imported)").strip()

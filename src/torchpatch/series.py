@@ -86,7 +86,7 @@ def _releases(directory: Path) -> tuple[str, ...]:
     if not releases_file.is_file():
         return (directory.name.removeprefix("torch-"),)
     releases = []
-    for where, line in _lines(releases_file):
+    for where, line in listed_lines(releases_file):
         if not _RELEASE.match(line):
             raise MalformedSeries(f"{where}: {line!r} is not a release like 2.4.1")
         if line in releases:
@@ -127,7 +127,7 @@ def load_series(patches_root: Path, version: str) -> Series:
     )
 
 
-def _lines(listing: Path) -> Iterator[tuple[str, str]]:
+def listed_lines(listing: Path) -> Iterator[tuple[str, str]]:
     """(where, line) of each line that is not blank or a comment."""
     for lineno, raw in enumerate(listing.read_text().splitlines(), start=1):
         line = raw.strip()
@@ -137,7 +137,7 @@ def _lines(listing: Path) -> Iterator[tuple[str, str]]:
 
 def _parse_series_file(series_file: Path) -> list[str]:
     names: list[str] = []
-    for where, line in _lines(series_file):
+    for where, line in listed_lines(series_file):
         if len(line.split()) != 1:
             raise MalformedSeries(
                 f"{where}: expected one patch file name, got {line!r}"
