@@ -133,7 +133,16 @@ DICT_FORMS = {
         "Linear",
     ),
 }
-FORMS = {**ATTRIBUTE_FORMS, **DICT_FORMS}
+FORMS = {
+    **ATTRIBUTE_FORMS,
+    **DICT_FORMS,
+    # Model's _buffers, which lin also holds (test_dict_names_the_module_owning_it).
+    "setitem_buffers_through_lin": (
+        lambda m: m.lin.owner_buffers.update(buf=torch.zeros(2)),
+        "change the _buffers of",
+        "Model",
+    ),
+}
 
 
 class Model(torch.nn.Module):
@@ -178,7 +187,7 @@ def make_input(hop):
     return torch.randn(3, 2, requires_grad=hop == "autograd_function")
 
 
-GLOBAL_STATE = {"nested": {}}
+GLOBAL_STATE = {"nested": {}, "list": []}
 
 
 class Holder(torch.nn.Module):
@@ -187,12 +196,13 @@ class Holder(torch.nn.Module):
         self.cache = {}
 
 
-# Dicts a body may not change that are no module's own, and a module whose
-# source Dynamo builds for guards only (an iterator's item).
+# Dicts a body may not change that are no module's own, a list, and a module
+# whose source Dynamo builds for guards only (an iterator's item).
 OTHER_DICT_CHANGES = {
     "module_plain_dict": lambda holder, m: holder.cache.update(k=1),
     "global_dict": lambda holder, m: GLOBAL_STATE.update(k=1),
     "nested_global_dict": lambda holder, m: GLOBAL_STATE["nested"].update(k=1),
+    "global_list": lambda holder, m: GLOBAL_STATE["list"].append(1),
     "iterator_module": lambda holder, m: m.register_buffer("extra", torch.ones(2)),
 }
 
@@ -239,6 +249,14 @@ class HopModuleMutationErrorTests(torch._dynamo.test_case.TestCase):
 
         model = FrameModel("map", "append_module_list")
         self.assertModuleMutationBreak(model, "map", "append_module_list")
+
+    def test_dict_names_the_module_owning_it(self):
+        # The body reaches Model's _buffers through lin, which holds it as a
+        # plain attribute: the break names Model, whose own dict it is.
+        model = Model("map", "setitem_buffers_through_lin")
+        model.lin.owner_buffers = model._buffers
+        model.torchdynamo_force_dynamic = False
+        self.assertModuleMutationBreak(model, "map", "setitem_buffers_through_lin")
 
     @parametrize("hop", list(HOPS))
     def test_mutation_breaks_in_each_hop(self, hop):
@@ -347,7 +365,7 @@ class HopModuleMutationControlTests(torch._dynamo.test_case.TestCase):
 
         def reset_global_state():
             GLOBAL_STATE.clear()
-            GLOBAL_STATE["nested"] = {}
+            GLOBAL_STATE.update(nested={}, list=[])
 
         def run(fn):
             reset_global_state()
@@ -356,8 +374,9 @@ class HopModuleMutationControlTests(torch._dynamo.test_case.TestCase):
             return out, holder.cache, list(m._buffers), copy.deepcopy(GLOBAL_STATE)
 
         self.addCleanup(reset_global_state)
-        with self.assertRaisesRegex(Unsupported, "HOP: Unsafe side effect"):
+        with self.assertRaises(Unsupported) as cm:
             run(torch.compile(f, backend="eager", fullgraph=True))
+        self.assertEqual(cm.exception.gb_type, "HOP: Unsafe side effect")
         # Without fullgraph the HOP falls back to eager, the change included.
         self.assertEqual(run(torch.compile(f, backend="eager")), run(f))
 
