@@ -13,7 +13,7 @@ from collections import Counter
 
 from tools.plumbing import BUILD, ROOT, STATES, installed_series, write_tree
 
-# PyTorch's mypy.ini without its plugins (not in a wheel), for the tree's torch.
+# PyTorch's mypy.ini, less its plugins (not in a wheel) and the defaults it restates.
 SETTINGS = """\
 [mypy]
 cache_dir = {work}/cache
@@ -21,15 +21,12 @@ python_executable = {python}
 allow_redefinition = True
 warn_unused_configs = True
 warn_redundant_casts = True
-show_error_codes = True
 show_column_numbers = True
 check_untyped_defs = True
 disallow_untyped_defs = True
 disallow_untyped_decorators = True
-follow_imports = normal
 local_partial_types = True
 enable_error_code = possibly-undefined
-warn_unused_ignores = False
 python_version = 3.11
 
 [mypy-torch._dynamo.*]
@@ -71,13 +68,10 @@ def main() -> int:
     )
     for (path, text), n in sorted(new.items()):
         print(f"typecheck: {path}: {text}" + (f" (x{n})" if n > 1 else ""))
-    record = {
-        "torch": install.version,
-        "files": files,
-        "errors": totals,
-        "new": [f"{path}: {text}" for (path, text) in sorted(new)],
-        "seconds": seconds,
-    }
+    lines = [f"{path}: {text}" for (path, text) in sorted(new)]
+    record = dict(
+        torch=install.version, files=files, errors=totals, new=lines, seconds=seconds
+    )
     (work / "results.json").write_text(json.dumps(record, indent=1) + "\n")
     return 1 if new else 0
 

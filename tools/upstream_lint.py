@@ -18,7 +18,7 @@ from tools.plumbing import BUILD, ROOT, installed_series, write_tree
 from tools.series_tests import exported
 
 TOOLS = f"{ROOT}/.venvs/lint/bin/"
-CONFIG = f"{ROOT}/tools/ruff-upstream.toml"  # upstream's ruff settings
+CONFIG = f"{ROOT}/tools/ruff-upstream.toml"
 # flake8 for the codes upstream's ruff settings leave to it, and B950 at 120.
 FLAKE8 = [
     "--select=B901,B909,E115,E201,E221,E225,E226,E227,E231,E241,E261,E262,E265,"
@@ -96,15 +96,13 @@ def registry(dynamo: Path) -> tuple[dict[str, set[Call]], dict[str, bool]]:
                     hints += named[0] if named else [text]
                 hints.sort()
                 if "gb_type" in args:
-                    found.setdefault(args["gb_type"], set()).add(
-                        (args.get("context"), args.get("explanation"), tuple(hints))
-                    )
+                    call = (args.get("context"), args.get("explanation"), tuple(hints))
+                    found.setdefault(args["gb_type"], set()).add(call)
     entries = json.loads((dynamo / "graph_break_registry.json").read_text()).values()
     newest: dict[str, list[Call]] = {}
     for e in (history[0] for history in entries):
-        newest.setdefault(e["Gb_type"], []).append(
-            (e["Context"], e["Explanation"], tuple(sorted(e["Hints"] or [])))
-        )
+        call = (e["Context"], e["Explanation"], tuple(sorted(e["Hints"] or [])))
+        newest.setdefault(e["Gb_type"], []).append(call)
     synced = {g: len(r) == 1 and newest.get(g) == list(r) for g, r in found.items()}
     return found, synced
 
@@ -149,15 +147,12 @@ def main() -> int:
     )
     for problem in problems:
         print(f"upstream lint: {problem}", file=sys.stderr)
-    registry_in_sync = registry_check(work, install.version)
-    record = {
-        "torch": install.version,
-        "files": paths,
-        "new_findings": problems,
-        "registry_in_sync": registry_in_sync,
-    }
+    ok = registry_check(work, install.version)
+    record = dict(
+        torch=install.version, files=paths, new_findings=problems, registry_in_sync=ok
+    )
     (work / "results.json").write_text(json.dumps(record, indent=1) + "\n")
-    return 1 if problems or not registry_in_sync else 0
+    return 1 if problems or not ok else 0
 
 
 if __name__ == "__main__":
