@@ -9,7 +9,6 @@ import cProfile
 import ctypes
 import gc
 import json
-import pstats
 import sys
 from typing import Any
 
@@ -139,12 +138,12 @@ if __name__ == "__main__":
             trace(case, n, ctl.measure_begin, ctl.measure_end)
             continue
         profile = cProfile.Profile()
-        trace(case, n, profile.enable, profile.disable)
+        trace(case, n, profile.enable, profile.create_stats)
         # calls per function by file and name: not by line, which a patch
         # moves, nor by a builtin's address, which the heap layout moves
         calls: dict[str, int] = {}
-        for (path, _, name), (_, total, *_) in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
+        for (path, _, name), stat in profile.stats.items():
             key = f"{path.rpartition('site-packages/')[2]}:{name.split(' at 0x')[0]}"
-            calls[key] = calls.get(key, 0) + total
+            calls[key] = calls.get(key, 0) + stat[1]
         profiles.append(calls)
     print(json.dumps(profiles))
