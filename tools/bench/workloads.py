@@ -59,19 +59,6 @@ class Hop(Root):
         return self.hop(self.body, x)
 
 
-def conv_net() -> nn.Module:
-    return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1),
-        nn.BatchNorm2d(8),
-        nn.ReLU(),
-        nn.Conv2d(8, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(16, 10),
-    ).eval()
-
-
 def stores(target: str, n: int) -> list[str]:
     return [f"{target}.v{i % 16} = {i}" for i in range(n)]
 
@@ -100,7 +87,19 @@ WORKLOADS: dict[str, tuple[Any, tuple[int, ...]]] = {
         ),
         (8, 64),
     ),
-    "conv_net": (lambda n: conv_net(), (2, 3, 16, 16)),
+    "conv_net": (
+        lambda n: nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.Conv2d(8, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(16, 10),
+        ).eval(),
+        (2, 3, 16, 16),
+    ),
     "error_path": (lambda n: Issue126355(), (3, 2)),
 }
 
