@@ -141,8 +141,8 @@ if __name__ == "__main__":
         # calls per function by file and name: not by line, which a patch
         # moves, nor by a builtin's address, which the heap layout moves
         calls: dict[str, int] = {}
-        for (path, _, name), stat in profile.stats.items():
+        for (path, _, name), (_, total, *_rest) in profile.stats.items():
             key = f"{path.rpartition('site-packages/')[2]}:{name.split(' at 0x')[0]}"
-            calls[key] = calls.get(key, 0) + stat[1]
+            calls[key] = calls.get(key, 0) + total
         profiles.append(calls)
     print(json.dumps(profiles))
