@@ -9,7 +9,6 @@ import cProfile
 import ctypes
 import gc
 import json
-import pstats
 import sys
 from typing import Any
 
@@ -60,19 +59,6 @@ class Hop(Root):
         return self.hop(self.body, x)
 
 
-def conv_net() -> nn.Module:
-    return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1),
-        nn.BatchNorm2d(8),
-        nn.ReLU(),
-        nn.Conv2d(8, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(16, 10),
-    ).eval()
-
-
 def stores(target: str, n: int) -> list[str]:
     return [f"{target}.v{i % 16} = {i}" for i in range(n)]
 
@@ -101,7 +87,19 @@ WORKLOADS: dict[str, tuple[Any, tuple[int, ...]]] = {
         ),
         (8, 64),
     ),
-    "conv_net": (lambda n: conv_net(), (2, 3, 16, 16)),
+    "conv_net": (
+        lambda n: nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.Conv2d(8, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(16, 10),
+        ).eval(),
+        (2, 3, 16, 16),
+    ),
     "error_path": (lambda n: Issue126355(), (3, 2)),
 }
 
@@ -139,11 +137,11 @@ if __name__ == "__main__":
             trace(case, n, ctl.measure_begin, ctl.measure_end)
             continue
         profile = cProfile.Profile()
-        trace(case, n, profile.enable, profile.disable)
+        trace(case, n, profile.enable, profile.create_stats)
         # calls per function by file and name: not by line, which a patch
         # moves, nor by a builtin's address, which the heap layout moves
         calls: dict[str, int] = {}
-        for (path, _, name), (_, total, *_) in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
+        for (path, _, name), (_, total, *_rest) in profile.stats.items():
             key = f"{path.rpartition('site-packages/')[2]}:{name.split(' at 0x')[0]}"
             calls[key] = calls.get(key, 0) + total
         profiles.append(calls)
