@@ -106,8 +106,7 @@ def load_resolutions(job: Job) -> None:
         cache.mkdir(parents=True)
         for image, text in zip(IMAGES, images):
             (cache / image).write_text(text)
-            # git rerere touches those it uses: one left at the epoch is unused.
-            os.utime(cache / image, (0, 0))
+            os.utime(cache / image, (0, 0))  # unused until git rerere touches it
 
 
 def _unified(path: str, old: str, new: str) -> str:
