@@ -47,7 +47,8 @@ class Job:
     @property
     def fields(self) -> dict[str, str]:  # its HEADER's; {} for a new series
         header = self.target / "HEADER"
-        return dep3(header.read_text()) if header.is_file() else {}
+        exists = header.is_file() and (self.target / series_.SERIES_FILE).is_file()
+        return dep3(header.read_text()) if exists else {}
 
 
 def wheel_fetch(release: str, paths: Sequence[str], into: Path) -> None:
@@ -120,20 +121,17 @@ def save_resolutions(job: Job, into: Path) -> None:
     conflict, the conflict to the resolution."""
     shutil.rmtree(into, ignore_errors=True)
     paths = git(job.work, "ls-tree", "-r", "--name-only", "onto").stdout.split()
+    onto = {p: git(job.work, "show", f"onto:{p}").stdout for p in paths}
     cache = (job.work / ".git" / "rr-cache").glob("*/postimage")
     for postimage in sorted(p for p in cache if p.stat().st_mtime):  # used
         preimage = (postimage.parent / "preimage").read_text()
-        diffs = {
-            p: _unified(p, git(job.work, "show", f"onto:{p}").stdout, preimage)
-            for p in paths
-        }
+        diffs = {p: _unified(p, text, preimage) for p, text in onto.items()}
         path = min(diffs, key=lambda p: len(diffs[p]))
         entry = into / postimage.parent.name
         entry.mkdir(parents=True)
         (entry / "preimage.diff").write_text(diffs[path])
-        (entry / "postimage.diff").write_text(
-            _unified(path, preimage, postimage.read_text())
-        )
+        post = _unified(path, preimage, postimage.read_text())
+        (entry / "postimage.diff").write_text(post)
 
 
 def unmerged(job: Job) -> list[str]:
@@ -235,12 +233,8 @@ def resume(job: Job) -> bool:
 def changed_lines(patch_text: str) -> list[str]:
     """A patch's `diff --git` lines and the lines it adds or removes."""
     diff = patch_text[patch_text.find("\ndiff --git ") :].split("\n-- \n")[0]
-    return [
-        line
-        for line in diff.splitlines()
-        if line.startswith(("diff --git ", "+", "-"))
-        and not line.startswith(("+++", "---"))
-    ]
+    lines = [x for x in diff.splitlines() if x.startswith(("diff --git ", "+", "-"))]
+    return [x for x in lines if not x.startswith(("+++", "---"))]
 
 
 def header(job: Job, replayed: Sequence[Path]) -> str:
