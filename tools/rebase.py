@@ -334,17 +334,15 @@ def run(
     try:
         if args.resume and not state.is_file():
             raise Failed(f"no rebase to continue in {work}")
-        dest, prove = (
-            json.loads(state.read_text())
-            if args.resume
-            else (args.dest and str(args.dest.resolve()), args.prove and not args.dest)
-        )
-        releases = args.from_release, args.to_release
-        job = Job(*releases, patches, work, Path(dest) if dest else None)
+        if args.resume:
+            args.dest, args.prove = json.loads(state.read_text())
+        dest = Path(args.dest).resolve() if args.dest else None
+        prove = args.prove and not dest
+        job = Job(args.from_release, args.to_release, patches, work, dest)
         if not args.resume:
             check_request(job)
         clean = resume(job) if args.resume else start(job, fetch)
-        state.write_text(json.dumps([dest, prove]) + "\n")
+        state.write_text(json.dumps([dest and str(dest), prove]) + "\n")
         if not clean:
             print(
                 f"{conflicts(job)}\nrebase: stopped on a conflict; nothing written. "
