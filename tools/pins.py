@@ -47,9 +47,8 @@ def new_pins(from_release: str, to_release: str) -> str:
         name, version, need = name.strip(), version.strip(), needs.get(canonical(name))
         if name.startswith("#") or not name:
             continue
-        if canonical(name) not in pulled_in or (
-            need and need.specifier.contains(version, prereleases=True)
-        ):
+        admits = need and need.specifier.contains(version, prereleases=True)
+        if canonical(name) not in pulled_in or admits:
             wanted.append(f"{name}=={version}")
     pins = sorted(dry_run(wanted), key=lambda m: str(m["name"]).lower())
     return (

@@ -44,29 +44,26 @@ class Job:
     def target(self) -> Path:  # regenerated in place if it exists
         return self.patches / f"torch-{self.to_release}"
 
+    @property
+    def fields(self) -> dict[str, str]:  # its HEADER's; {} for a new series
+        header = self.target / "HEADER"
+        exists = header.is_file() and (self.target / series_.SERIES_FILE).is_file()
+        return dep3(header.read_text()) if exists else {}
+
 
 def wheel_fetch(release: str, paths: Sequence[str], into: Path) -> None:
     wheel_files(release, set(paths).__contains__, into)
 
 
-def target_fields(job: Job) -> dict[str, str]:
-    """The HEADER's fields of the series regenerated; {} for a new one."""
-    header = job.target / "HEADER"
-    exists = header.is_file() and (job.target / series_.SERIES_FILE).is_file()
-    return dep3(header.read_text()) if exists else {}
-
-
 def plan(job: Job) -> tuple[series_.Series, list[series_.Patch], list[series_.Patch]]:
-    """FROM's series, the patches of it to replay (not those the HEADER's
-    Not-Carried names), and the own patches of the series regenerated."""
+    """FROM's series, its patches but those Not-Carried, and TO's own patches."""
     found = series_.load_series(job.patches, job.from_release)
     if not (job.target / series_.SERIES_FILE).is_file():
         return found, list(found.patches), []
-    not_carried = target_fields(job).get("Not-Carried", "").splitlines()
-    dropped = {line.strip() for line in not_carried} - {""}
+    dropped = set(map(str.strip, job.fields.get("Not-Carried", "").splitlines()))
+    dropped -= {""}
     subjects = {p.subject for p in found.patches}
-    if dropped - subjects:
-        unknown = "; ".join(sorted(dropped - subjects))
+    if unknown := "; ".join(sorted(dropped - subjects)):
         raise Failed(f"{job.target}/HEADER: Not-Carried names no patch: {unknown}")
     theirs = series_.load_series(job.patches, job.to_release).patches
     kept = [p for p in theirs if p.subject not in subjects]
@@ -79,11 +76,10 @@ def write_tree(repo: Path, paths: Sequence[str], release: str, fetch: Fetch) -> 
     """Commits the series' paths as release has them (its tests as main does)."""
     for path in paths:
         (repo / path).unlink(missing_ok=True)
-    fetch(release, [p for p in paths if p.startswith("torch/")], repo)
-    for path in paths:
         if not path.startswith("torch/") and (MAIN / path).is_file():
             (repo / path).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(MAIN / path, repo / path)
+    fetch(release, [p for p in paths if p.startswith("torch/")], repo)
     git(repo, "add", "-A", "--", ".")
     git(repo, "commit", "-q", "--allow-empty", "-m", f"torch {release}")
 
@@ -101,10 +97,9 @@ def load_resolutions(job: Job) -> None:
         images = []
         for image in IMAGES:
             diff = str(entry / f"{image}.diff")
-            if git(job.work, "apply", diff, check=False).returncode:
-                break
-            (path,) = git(job.work, "diff", "--name-only").stdout.split()
-            images.append((job.work / path).read_text())
+            if git(job.work, "apply", diff, check=False).returncode == 0:
+                (path,) = git(job.work, "diff", "--name-only").stdout.split()
+                images.append((job.work / path).read_text())
         git(job.work, "checkout", "-q", "--", ".")
         if len(images) < len(IMAGES):
             continue  # its conflict stops the replay
@@ -112,8 +107,7 @@ def load_resolutions(job: Job) -> None:
         cache.mkdir(parents=True)
         for image, text in zip(IMAGES, images):
             (cache / image).write_text(text)
-            # git rerere touches those it uses: one left at the epoch is unused.
-            os.utime(cache / image, (0, 0))
+            os.utime(cache / image, (0, 0))  # unused until git rerere touches it
 
 
 def _unified(path: str, old: str, new: str) -> str:
@@ -123,25 +117,21 @@ def _unified(path: str, old: str, new: str) -> str:
 
 
 def save_resolutions(job: Job, into: Path) -> None:
-    """Writes the resolutions this replay used or recorded as diffs: the
-    conflict from the closest file of TO, the resolution from the conflict."""
+    """Writes the resolutions used or recorded as diffs: TO's closest file to the
+    conflict, the conflict to the resolution."""
     shutil.rmtree(into, ignore_errors=True)
     paths = git(job.work, "ls-tree", "-r", "--name-only", "onto").stdout.split()
-    for postimage in sorted((job.work / ".git" / "rr-cache").glob("*/postimage")):
-        if postimage.stat().st_mtime == 0:
-            continue
+    onto = {p: git(job.work, "show", f"onto:{p}").stdout for p in paths}
+    cache = (job.work / ".git" / "rr-cache").glob("*/postimage")
+    for postimage in sorted(p for p in cache if p.stat().st_mtime):  # used
         preimage = (postimage.parent / "preimage").read_text()
-        diffs = {
-            p: _unified(p, git(job.work, "show", f"onto:{p}").stdout, preimage)
-            for p in paths
-        }
+        diffs = {p: _unified(p, text, preimage) for p, text in onto.items()}
         path = min(diffs, key=lambda p: len(diffs[p]))
         entry = into / postimage.parent.name
         entry.mkdir(parents=True)
         (entry / "preimage.diff").write_text(diffs[path])
-        (entry / "postimage.diff").write_text(
-            _unified(path, preimage, postimage.read_text())
-        )
+        post = _unified(path, preimage, postimage.read_text())
+        (entry / "postimage.diff").write_text(post)
 
 
 def unmerged(job: Job) -> list[str]:
@@ -161,10 +151,8 @@ def conflicts(job: Job) -> str:
 
 def am(job: Job, patches: Sequence[series_.Patch], *options: str) -> bool:
     paths = [str(p.path.resolve()) for p in patches]
-    applied = git(
-        job.work, "am", "-q", "--keep-non-patch", *options, *paths, check=False
-    )
-    return applied.returncode == 0
+    am = git(job.work, "am", "-q", "--keep-non-patch", *options, *paths, check=False)
+    return am.returncode == 0
 
 
 def replay_recorded(job: Job) -> bool:
@@ -188,15 +176,13 @@ def start(job: Job, fetch: Fetch) -> bool:
     shutil.rmtree(job.work, ignore_errors=True)
     job.work.mkdir(parents=True)
     git(job.work, "init", "-q", "-b", "series")
-    # Conflicts this replay had before are resolved as they were then.
-    git(job.work, "config", "rerere.enabled", "true")
+    git(job.work, "config", "rerere.enabled", "true")  # resolved as they were before
     git(job.work, "config", "rerere.autoupdate", "true")
     paths = sorted({*found.files, *(f for p in kept for f in p.files)})
     write_tree(job.work, paths, job.from_release, fetch)
     git(job.work, "tag", "base")
     # FROM's series is applied whole, then each patch not carried is dropped,
-    # newest first: git's three-way merge replays the later ones without it
-    # (their context may hold its lines).
+    # newest first: the later ones' context may hold its lines.
     for patch in (p for p in found.patches if p not in replayed):
         print(f"rebase: not carried to torch-{job.to_release}: {patch.name}")
     applied = am(job, found.patches, "-3")
@@ -213,14 +199,13 @@ def start(job: Job, fetch: Fetch) -> bool:
     git(job.work, "checkout", "-q", "-b", "onto", "base")
     write_tree(job.work, paths, job.to_release, fetch)
     load_resolutions(job)
-    git(job.work, "checkout", "-q", "series")
-    git(job.work, "rebase", "-q", "--onto", "onto", "base", check=False)
+    git(job.work, "rebase", "-q", "--onto", "onto", "base", "series", check=False)
     return replay_recorded(job) and apply_own(job, kept)
 
 
 def apply_own(job: Job, kept: Sequence[series_.Patch]) -> bool:
-    """Applies the series' own patches with git am -3, the blobs they were made
-    on from TO's series as it is (of the replay's files); False on a conflict."""
+    """git am -3 of the own patches, on the blobs of TO's series as it is (branch
+    as-it-is, the replay's files only); False on a conflict."""
     applied = git(job.work, "rev-parse", "-q", "--verify", "as-it-is", check=False)
     if not kept or applied.returncode == 0:
         return True
@@ -248,12 +233,8 @@ def resume(job: Job) -> bool:
 def changed_lines(patch_text: str) -> list[str]:
     """A patch's `diff --git` lines and the lines it adds or removes."""
     diff = patch_text[patch_text.find("\ndiff --git ") :].split("\n-- \n")[0]
-    return [
-        line
-        for line in diff.splitlines()
-        if line.startswith(("diff --git ", "+", "-"))
-        and not line.startswith(("+++", "---"))
-    ]
+    lines = [x for x in diff.splitlines() if x.startswith(("diff --git ", "+", "-"))]
+    return [x for x in lines if not x.startswith(("+++", "---"))]
 
 
 def header(job: Job, replayed: Sequence[Path]) -> str:
@@ -286,9 +267,9 @@ def header(job: Job, replayed: Sequence[Path]) -> str:
     )
 
 
-def finish(job: Job) -> Path:
-    """Writes the replayed series to DEST or patches/torch-TO (a new one with
-    FROM's tests, its release and a HEADER); returns where."""
+def finish(job: Job) -> None:
+    """Writes the series to DEST or patches/torch-TO; a new one with FROM's tests,
+    its release and a HEADER."""
     target = job.dest or job.target
     old = job.patches / f"torch-{job.from_release}"
     existing = (target / series_.SERIES_FILE).is_file()
@@ -296,7 +277,7 @@ def finish(job: Job) -> Path:
     for stale in target.glob("*.patch"):
         stale.unlink()
     # `Carried-Tests: none`: the series keeps only the torch/ part of FROM's.
-    no_tests = target_fields(job).get("Carried-Tests", "").startswith("none")
+    no_tests = job.fields.get("Carried-Tests", "").startswith("none")
     to_target = ["format-patch", "-q", "--zero-commit", "-o", str(target)]
     git(job.work, *to_target, "onto..series", *(["--", "torch"] if no_tests else []))
     patches = sorted(target.glob("*.patch"))
@@ -317,7 +298,6 @@ def finish(job: Job) -> Path:
         )
         (target / "HEADER").write_text(header(job, patches))
     print(f"rebase: wrote {target} ({len(patches)} patches)")
-    return target
 
 
 def check_request(job: Job) -> None:
@@ -354,23 +334,20 @@ def run(
     try:
         if args.resume and not state.is_file():
             raise Failed(f"no rebase to continue in {work}")
-        dest, prove = (
-            json.loads(state.read_text())
-            if args.resume
-            else (args.dest and str(args.dest.resolve()), args.prove and not args.dest)
-        )
-        releases = args.from_release, args.to_release
-        job = Job(*releases, patches, work, Path(dest) if dest else None)
+        if args.resume:
+            args.dest, args.prove = json.loads(state.read_text())
+        dest = Path(args.dest).resolve() if args.dest else None
+        prove = args.prove and not dest
+        job = Job(args.from_release, args.to_release, patches, work, dest)
         if not args.resume:
             check_request(job)
         clean = resume(job) if args.resume else start(job, fetch)
-        state.write_text(json.dumps([dest, prove]) + "\n")
+        state.write_text(json.dumps([dest and str(dest), prove]) + "\n")
         if not clean:
-            print(conflicts(job), file=sys.stderr)
             print(
-                f"rebase: stopped on a conflict; nothing written. Resolve it in "
-                f"{work} (edit the files, `git add` them), then run: make "
-                f"rebase-continue FROM={job.from_release} TO={job.to_release}",
+                f"{conflicts(job)}\nrebase: stopped on a conflict; nothing written. "
+                f"Resolve it in {work} (edit the files, `git add` them), then run: "
+                f"make rebase-continue FROM={job.from_release} TO={job.to_release}",
                 file=sys.stderr,
             )
             return 1

@@ -37,8 +37,7 @@ def check(release: str, from_release: str, patches: Path = ROOT / "patches",
         again = sorted(p.name for p in Path(replayed).glob("*.patch"))
         found = [] if names == again else [f"patches {names} != replayed {again}"]
         for name in sorted(set(names) & set(again)):
-            expected = (patches / f"torch-{release}" / name).read_bytes()
-            if expected != (Path(replayed) / name).read_bytes():
+            if (job.target / name).read_bytes() != (Path(replayed) / name).read_bytes():
                 found.append(f"{name} differs from its replay")
         return found
 
@@ -47,10 +46,9 @@ def main(argv: list[str]) -> int:
     failed = []
     names = [d.name.removeprefix("torch-") for d in (ROOT / "patches").glob("torch-*")]
     for release in sorted(names, key=series_.version_key):
-        from_release = parent(ROOT / "patches" / f"torch-{release}")
         if argv and release not in argv:
             continue
-        if from_release is None:
+        if (from_release := parent(ROOT / "patches" / f"torch-{release}")) is None:
             print(f"torch-{release}: edited by hand (not derived by make rebase)")
             continue
         try:
@@ -62,11 +60,8 @@ def main(argv: list[str]) -> int:
         print("".join(f"  {problem}\n" for problem in problems), end="")
         failed += [release] if problems else []
     if failed:
-        print(
-            f"series-check: regenerate with `make rebase FROM=<parent> TO=<release>`: "
-            f"{', '.join(failed)}",
-            file=sys.stderr,
-        )
+        regenerate = "regenerate with `make rebase FROM=<parent> TO=<release>`"
+        print(f"series-check: {regenerate}: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
 
 
