@@ -76,10 +76,15 @@ def errors(python: Path, inline: str) -> dict[str, dict[str, str]]:
 
 def main() -> int:
     with venv_states(BUILD / "demo") as pythons:
-        found = {(state, inline): errors(python, inline)
-                 for state, python in pythons.items() for inline in modes()}  # fmt: skip
-    print(f"PyTorch issue 126355 on torch {metadata.version('torch')}: an outer "
-          "module mutated in a\ncontrol_flow.map body, fullgraph=True")  # fmt: skip
+        found = {
+            (state, inline): errors(python, inline)
+            for state, python in pythons.items()
+            for inline in modes()
+        }
+    print(
+        f"PyTorch issue 126355 on torch {metadata.version('torch')}: an outer "
+        "module mutated in a\ncontrol_flow.map body, fullgraph=True"
+    )
     for inline in modes():
         for form in FORMS:
             print(f"\n{form}   (inlining {'on' if inline == '1' else 'off'})")
@@ -88,9 +93,12 @@ def main() -> int:
                 shown = text if len(text) <= WIDTH else text[: WIDTH - 3] + "..."
                 print(f"  {state:<9}{shown}")
     # One exception type and one kind of message (before the names it gives).
-    kinds = {(e["type"], e["message"].split(":")[0])
-             for (state, _), by_form in found.items() if state == "patched"
-             for e in by_form.values()}  # fmt: skip
+    kinds = {
+        (e["type"], e["message"].split(":")[0])
+        for (state, _), by_form in found.items()
+        if state == "patched"
+        for e in by_form.values()
+    }
     if len(kinds) == 1:
         print(f"\npatched: one error for every form and mode: {' '.join(kinds.pop())}")
         return 0

@@ -87,20 +87,22 @@ def whole_stack(version: str) -> str:
     lint = result(f"upstream-lint/{version}", "python -m tools.upstream_lint")
     # This checkout's run only: a committed result may predate the series.
     mypy = result(f"typecheck/{version}", f"make typecheck TORCH={version}")
-    return "\n".join([
-        *lines,
-        "  (before: the unchanged test tree on torch without the stack; after: "
-        "the tree with the stack's test changes on torch with it. These are "
-        f"main's tests on the v{version} release: the tests that fail, fail "
-        "in both states; they were compared, not investigated one by one.)",
-        "- ruff and flake8 with upstream's settings, and the GB_REGISTRY check, on "
-        f"the {len(lint['files'])} changed files: {len(lint['new_findings'])} new "
-        f"findings; registry {'in sync' if lint['registry_in_sync'] else 'NOT in sync'}",
-        "- `make typecheck` (mypy 1.16.0, upstream's mypy.ini settings, following "
-        f"imports through torch): {len(mypy['new'])} new errors "
-        f"({mypy['errors']['pristine']} before, {mypy['errors']['patched']} after, "
-        "in the release's own sources)",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            *lines,
+            "  (before: the unchanged test tree on torch without the stack; after: "
+            "the tree with the stack's test changes on torch with it. These are "
+            f"main's tests on the v{version} release: the tests that fail, fail "
+            "in both states; they were compared, not investigated one by one.)",
+            "- ruff and flake8 with upstream's settings, and the GB_REGISTRY check, on "
+            f"the {len(lint['files'])} changed files: {len(lint['new_findings'])} new "
+            f"findings; registry {'in sync' if lint['registry_in_sync'] else 'NOT in sync'}",
+            "- `make typecheck` (mypy 1.16.0, upstream's mypy.ini settings, following "
+            f"imports through torch): {len(mypy['new'])} new errors "
+            f"({mypy['errors']['pristine']} before, {mypy['errors']['patched']} after, "
+            "in the release's own sources)",
+        ]
+    )
 
 
 def own_tests(number: int, version: str) -> list[str]:
@@ -115,10 +117,11 @@ def own_tests(number: int, version: str) -> list[str]:
         after = by_state["after"]
         selection = f" -k '{' or '.join(after['tests'])}'" if after["tests"] else ""
         shim = (
-            "" if after["driver"].endswith("test_hop_mutation.py")
+            ""
+            if after["driver"].endswith("test_hop_mutation.py")
             else " (main's test file; a pytest plugin defines main's "
             "`TestCaseWithNestedGraphBreaks` for the release)"
-        )  # fmt: skip
+        )
         before = by_state["before"]
         lines.append(
             f"- `pytest {after['driver']}{selection}`{shim}, torch {version}: "
@@ -167,9 +170,11 @@ def main() -> int:
     install, found = installed_series()
     version = install.version
     name, email = (
-        subprocess.run(["git", "config", key], cwd=ROOT, capture_output=True, text=True)
-        .stdout.strip() for key in ("user.name", "user.email")
-    )  # fmt: skip
+        subprocess.run(
+            ["git", "config", key], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        for key in ("user.name", "user.email")
+    )
     if not (name and email):
         raise SystemExit("pr: set git's user.name and user.email: the PRs' author")
     identity = f"{name} <{email}>"
@@ -188,8 +193,10 @@ def main() -> int:
         head = text.split("\n---\n", 1)[0]
         why = head.split("\n\n", 1)[1].strip() if "\n\n" in head else ""
         related = f"\n{RELATED[patch.subject]}\n" if patch.subject in RELATED else ""
-        stack = [f"* {'__->__ ' if n == number else ''}{p.subject}"
-                 for n, p in reversed(list(enumerate(found.patches, 1)))]  # fmt: skip
+        stack = [
+            f"* {'__->__ ' if n == number else ''}{p.subject}"
+            for n, p in reversed(list(enumerate(found.patches, 1)))
+        ]
         plan = own_tests(number, version) + (
             issue_table(version, test) if number == last else []
         )

@@ -66,14 +66,20 @@ def main(extended: bool) -> int:
     with venv_states(BUILD / "prove" / install.version) as pythons:
         for inline in modes():
             patched = ran(pythons["patched"], tests, inline)
-            fix, controls = (ran(pythons["pristine"], [f"{t}::{cls}" for t in pristine_tests],
-                                 inline) for cls in (FIX_TESTS, CONTROLS))  # fmt: skip
+            fix, controls = (
+                ran(
+                    pythons["pristine"], [f"{t}::{cls}" for t in pristine_tests], inline
+                )
+                for cls in (FIX_TESTS, CONTROLS)
+            )
             results["patched"][inline] = patched
             results["pristine"][inline] = {"fix": fix, "controls": controls}
-            print(f"torch {install.version}, inlining={inline}: patched "
-                  f"{patched['passed']}/{patched['tests']} passed; pristine, fix "
-                  f"tests {fix['failures']}/{fix['tests']} failed, controls "
-                  f"{controls['passed']}/{controls['tests']} passed")  # fmt: skip
+            print(
+                f"torch {install.version}, inlining={inline}: patched "
+                f"{patched['passed']}/{patched['tests']} passed; pristine, fix "
+                f"tests {fix['failures']}/{fix['tests']} failed, controls "
+                f"{controls['passed']}/{controls['tests']} passed"
+            )
             for what, got, want in (
                 ("patched, not all passed", patched, "passed"),
                 ("pristine, not every fix test failed", fix, "failures"),

@@ -18,7 +18,7 @@ from pathlib import Path
 from tools import plumbing
 from tools.plumbing import BUILD, MAIN, SHIMS, installed_series, junit, site_packages
 from tools.prove import CONTROLS
-from tools.upstream_test import make_tree
+from tools.upstream_test import make_tree, upstream_pytest
 from torchpatch import snapshots, writes
 
 WORK = BUILD / "stack-check"
@@ -64,9 +64,9 @@ def driver(tree: Path, path: str) -> str:
 def ran(python: Path, tree: Path, test: str, names: list[str]) -> dict[str, str]:
     """{class::test: passed | failed} of names (all if empty) in test's file."""
     selection = ["-k", " or ".join(names)] if names else []
-    found = junit(["-p", "release_shims", "-c", os.devnull, f"--rootdir={tree}", test,
-                   *selection], python=python, cwd=tree,
-                  env=dict(os.environ, PYTHONPATH=str(SHIMS)))  # fmt: skip
+    args = [*upstream_pytest(tree), test, *selection]
+    env = dict(os.environ, PYTHONPATH=str(SHIMS))
+    found = junit(args, python=python, cwd=tree, env=env)
     return {
         case: "passed" if outcome == "passed" else "failed"
         for case, outcome in found.items()
@@ -93,9 +93,8 @@ def main() -> int:
         commits = git(tree, "rev-list", "--reverse", f"HEAD~{len(found.patches)}..HEAD")
         for number, commit in enumerate(commits.split(), 1):
             subject = git(tree, "log", "-1", "--format=%s", commit).strip()
-            torch = git(
-                tree, "diff", "--name-only", f"{commit}~", commit, "--", "torch"
-            )
+            revs = (f"{commit}~", commit)
+            torch = git(tree, "diff", "--name-only", *revs, "--", "torch")
             tests = changed_tests(tree, commit)
             print(f"{number}/{len(found.patches)} {subject}")
             if torch and not tests:
@@ -118,16 +117,23 @@ def main() -> int:
                             problems.append(f"{subject}: {state}: {case} {outcome}")
                     values = list(results.values())
                     counts = {o: values.count(o) for o in ("passed", "failed")}
-                    runs.append({"commit": number, "subject": subject, "file": path,
-                                 "driver": driver(tree, path), "tests": names,
-                                 "state": state, **counts})  # fmt: skip
+                    runs.append(
+                        {
+                            "commit": number,
+                            "subject": subject,
+                            "file": path,
+                            "driver": driver(tree, path),
+                            "tests": names,
+                            "state": state,
+                            **counts,
+                        }
+                    )
                     print(
                         f"  {state:6} {path}:",
                         ", ".join(f"{n} {o}" for o, n in counts.items()),
                     )
-    (WORK / "results.json").write_text(json.dumps(
-        {"torch": install.full_version, "runs": runs, "problems": problems},
-        indent=2) + "\n")  # fmt: skip
+    record = {"torch": install.full_version, "runs": runs, "problems": problems}
+    (WORK / "results.json").write_text(json.dumps(record, indent=2) + "\n")
     for problem in problems:
         print(f"stack-check: {problem}", file=sys.stderr)
     return 1 if problems else 0

@@ -54,6 +54,7 @@ ENV = "TORCHDYNAMO_INLINE_INBUILT_NN_MODULES"
 TIMEOUT = 3600  # seconds for one test file
 RERUNS = 2  # reruns of a file whose patched run lost a test
 RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)  # unittest's count
+CAPTURED: Any = dict(capture_output=True, text=True, timeout=TIMEOUT)
 
 
 def find_tests(version: str) -> Path | None:
@@ -68,8 +69,9 @@ def find_tests(version: str) -> Path | None:
 
 def make_tree(tree: Path, site: Path, files: list[str], tests: Path) -> None:
     """A writable tree of tests/test/ and files (under torch/) from site."""
-    shutil.copytree(tests / "test", tree / "test",
-                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    shutil.copytree(
+        tests / "test", tree / "test", ignore=shutil.ignore_patterns("__pycache__")
+    )
     for relpath in files:
         (tree / relpath).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(site / relpath, tree / relpath)
@@ -86,8 +88,10 @@ def apply_export(
     run(["git", "apply", exported], cwd=tree)  # all or nothing, as --check says
     paths = set(re.findall(r"^diff --git a/\S+ b/(\S+)$", exported.read_text(), re.M))
     touched = sorted(p for p in paths if p.startswith("torch/"))
-    print(f"export: `git apply` passes on wheel files + tests; {len(touched)} "
-          "torch/ files equal the installed series'")  # fmt: skip
+    print(
+        f"export: `git apply` passes on wheel files + tests; {len(touched)} "
+        "torch/ files equal the installed series'"
+    )
     tests = "".join((tree / p).read_text() for p in paths if p.startswith("test/"))
     return [
         f"{path}: the exported patch and the series give different files"
@@ -112,19 +116,17 @@ def seed(
     command = f"python {SEEDS[test]} -k {test}"
     for mode in (None, *modes()):
         runner = [] if mode is None else ["-m", "torchpatch.inline_mode"]
+        label = f"{ENV}={mode or '<unset>'}"
         for state, python in pythons.items():
-            proc = subprocess.run(
-                [python, *runner, SEEDS[test], "-k", test], cwd=tree, env=env(mode),
-                capture_output=True, text=True, timeout=TIMEOUT,
-            )  # fmt: skip
+            args = [str(python), *runner, SEEDS[test], "-k", test]
+            proc = subprocess.run(args, cwd=tree, env=env(mode), **CAPTURED)
             ran = RAN.search(proc.stderr)
             count = int(ran.group(1)) if ran else 0
             passed = proc.returncode == 0 and ran is not None
-            label = f"{ENV}={mode or '<unset>'}"
-            print(f"seed: {command}: {state:<8} {label}: "
-                  f"{'passed' if passed else 'failed'} (ran {count})")  # fmt: skip
-            report.append({"command": command, "mode": mode, "state": state,
-                           "passed": passed, "ran": count})  # fmt: skip
+            outcome = "passed" if passed else "failed"
+            print(f"seed: {command}: {state:<8} {label}: {outcome} (ran {count})")
+            entry = dict(command=command, mode=mode, state=state, passed=passed)
+            report.append({**entry, "ran": count})
             if count == 0:
                 problems.append(f"seed {test} {state} {label}: ran no test")
             elif passed != (state == "patched"):
@@ -132,26 +134,30 @@ def seed(
     return problems
 
 
+def upstream_pytest(tree: Path) -> list[str]:
+    """pytest's options for upstream's tests in tree, with the release shims
+    (PYTHONPATH=SHIMS); this repository's pytest settings are not upstream's."""
+    return ["-p", "release_shims", "-c", os.devnull, f"--rootdir={tree}"]
+
+
 def run_file(
     python: Path, tree: Path, name: str, mode: str, report: Path
 ) -> subprocess.Popen[bytes]:
     """pytest on one test file of tree, writing a JUnit report; the process."""
-    log = report.with_suffix(".log").open("w")
+    args = [*upstream_pytest(tree), f"--junitxml={report}", name]
     return subprocess.Popen(
-        pytest_command(
-            "-p", "release_shims",
-            # This repository's pytest settings are not upstream's.
-            "-c", os.devnull, f"--rootdir={tree}", f"--junitxml={report}", name,
-            python=python,
-        ),
+        pytest_command(*args, python=python),
         # Not from the tree's root: its torch/ has no binaries.
-        cwd=tree / "test", env=dict(env(mode), PYTHONPATH=str(SHIMS)),
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        cwd=tree / "test",
+        env=dict(env(mode), PYTHONPATH=str(SHIMS)),
+        stdout=report.with_suffix(".log").open("w"),
+        stderr=subprocess.STDOUT,
+    )
 
 
-def rerun_lost(lost: list[str], tree: Path, python: Path, name: str, mode: str,
-               report: Path) -> tuple[list[str], list[str]]:  # fmt: skip
+def rerun_lost(
+    lost: list[str], tree: Path, python: Path, name: str, mode: str, report: Path
+) -> tuple[list[str], list[str]]:
     """(regressions, flaky): lost tests that fail in each rerun of the whole
     file, and those that pass in one (docs/testing.md says why)."""
     regressed = set(lost)
@@ -165,8 +171,13 @@ def rerun_lost(lost: list[str], tree: Path, python: Path, name: str, mode: str,
     return sorted(regressed), [t for t in lost if t not in regressed]
 
 
-def compare(trees: dict[str, Path], pythons: dict[str, Path], name: str, mode: str,
-            report: list[Any]) -> list[str]:  # fmt: skip
+def compare(
+    trees: dict[str, Path],
+    pythons: dict[str, Path],
+    name: str,
+    mode: str,
+    report: list[Any],
+) -> list[str]:
     """name's tests, pristine on pristine and patched on patched, side by side."""
     started = time.monotonic()
     stem = name.replace("/", "-").removesuffix(".py")
@@ -182,22 +193,34 @@ def compare(trees: dict[str, Path], pythons: dict[str, Path], name: str, mode: s
     gained = sorted(passed["patched"] - passed["pristine"])
     flaky: list[str] = []
     if lost:
-        lost, flaky = rerun_lost(lost, trees["patched"], pythons["patched"], name, mode,
-                                 xml["patched"])  # fmt: skip
+        lost, flaky = rerun_lost(
+            lost, trees["patched"], pythons["patched"], name, mode, xml["patched"]
+        )
     counts = {s: Counter(found[s].values()) for s in found}
-    shown = [f"{s} {c['passed']} passed / {c['failure']} failure / {c['error']} error / "
-             f"{c['skipped']} skipped" for s, c in counts.items()]  # fmt: skip
-    print(f"inlining={mode} {name}: {'; '.join(shown)}; regressions: {len(lost)}, "
-          f"flaky: {len(flaky)}, passing patched only: {len(gained)} "
-          f"({time.monotonic() - started:.0f} s)")  # fmt: skip
+    shown = [
+        f"{s} {c['passed']} passed / {c['failure']} failure / {c['error']} error / "
+        f"{c['skipped']} skipped"
+        for s, c in counts.items()
+    ]
+    print(
+        f"inlining={mode} {name}: {'; '.join(shown)}; regressions: {len(lost)}, "
+        f"flaky: {len(flaky)}, passing patched only: {len(gained)} "
+        f"({time.monotonic() - started:.0f} s)"
+    )
     for test in gained:
         print(f"  passing patched only, inlining={mode}: {test}")
     for test in flaky:
         print(f"  flaky, inlining={mode}: {test}: passed in a rerun of {name}")
-    report.append({"file": f"test/{name}", "mode": mode,
-                   "counts": {s: dict(c) for s, c in counts.items()},
-                   "regressions": lost, "flaky": flaky,
-                   "passing_patched_only": gained})  # fmt: skip
+    report.append(
+        {
+            "file": f"test/{name}",
+            "mode": mode,
+            "counts": {s: dict(c) for s, c in counts.items()},
+            "regressions": lost,
+            "flaky": flaky,
+            "passing_patched_only": gained,
+        }
+    )
     return problems + [f"regression, inlining={mode}: {test}" for test in lost]
 
 
@@ -207,9 +230,11 @@ def main() -> int:
     print(f"== upstream tests, torch {version}")
     tests = find_tests(version)
     if tests is None:
-        print(f"skipped: no test/dynamo/ for torch {version}: set PYTORCH_TESTS to a "
-              f"folder holding one (a PyTorch {version} checkout), or add "
-              f"{UPSTREAM}/pytorch-{version}/")  # fmt: skip
+        print(
+            f"skipped: no test/dynamo/ for torch {version}: set PYTORCH_TESTS to a "
+            f"folder holding one (a PyTorch {version} checkout), or add "
+            f"{UPSTREAM}/pytorch-{version}/"
+        )
         return 0
     work = BUILD / "upstream-test" / f"torch-{version}"
     shutil.rmtree(work, ignore_errors=True)
