@@ -23,11 +23,27 @@ def dry_run(requirements: list[str], *options: str) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         try:
-            run([sys.executable, "-m", "pip", "--disable-pip-version-check",
-                 "install", "-q", "--dry-run", "--ignore-installed",
-                 "--only-binary=:all:", "--python-version=3.11", "--target", tmp,
-                 "--report", report, *options, *requirements],
-                env=dict(os.environ, PIP_CONSTRAINT=os.devnull))  # fmt: skip
+            run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "--disable-pip-version-check",
+                    "install",
+                    "-q",
+                    "--dry-run",
+                    "--ignore-installed",
+                    "--only-binary=:all:",
+                    "--python-version=3.11",
+                    "--target",
+                    tmp,
+                    "--report",
+                    report,
+                    *options,
+                    *requirements,
+                ],
+                env=dict(os.environ, PIP_CONSTRAINT=os.devnull),
+            )
         except Failed as error:
             last = str(error).splitlines()[-1]
             raise Failed(f"pip cannot resolve the pins: {last}") from None

@@ -39,8 +39,11 @@ def _env(cwd: Path | None, env: Mapping[str, str] | None = None) -> dict[str, st
     return {**(env or os.environ), **extra}
 
 
-def run(args: Sequence[str | Path], cwd: Path | None = None,
-        env: Mapping[str, str] | None = None) -> str:  # fmt: skip
+def run(
+    args: Sequence[str | Path],
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> str:
     """args' output; Failed with its error output if it fails."""
     command = [str(a) for a in args]
     proc = subprocess.run(
@@ -83,15 +86,22 @@ def pytest_command(*args: str | Path, python: str | Path = sys.executable) -> li
     return [str(python), "-m", "pytest", *quiet, *map(str, args)]
 
 
-def junit(args: Sequence[str | Path], python: str | Path = sys.executable,
-          cwd: Path = ROOT, env: Mapping[str, str] | None = None) -> dict[str, str]:  # fmt: skip
+def junit(
+    args: Sequence[str | Path],
+    python: str | Path = sys.executable,
+    cwd: Path = ROOT,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """{class::test: passed | failure | error | skipped} of a pytest run."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.xml"
         subprocess.run(
-            pytest_command(f"--junitxml={report}", *args, python=python), cwd=cwd,
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            pytest_command(f"--junitxml={report}", *args, python=python),
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         return outcomes(report) if report.is_file() else {}
 
 
@@ -120,10 +130,23 @@ def wheel_files(release: str, keep: Callable[[str], bool], into: Path) -> None:
     keep keeps, the wheel from pip's cache or PyPI."""
     with tempfile.TemporaryDirectory() as download:
         try:
-            run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                 "--disable-pip-version-check", "--only-binary=:all:",
-                 "--python-version=3.11", "-d", download, f"torch=={release}"],
-                env=dict(os.environ, PIP_CONSTRAINT=os.devnull))  # fmt: skip
+            run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "-q",
+                    "--no-deps",
+                    "--disable-pip-version-check",
+                    "--only-binary=:all:",
+                    "--python-version=3.11",
+                    "-d",
+                    download,
+                    f"torch=={release}",
+                ],
+                env=dict(os.environ, PIP_CONSTRAINT=os.devnull),
+            )
         except Failed:
             raise Failed(
                 f"torch {release}: pip found no wheel of it for CPython 3.11"
@@ -199,11 +222,24 @@ def new_file_diff(source: Path, relpath: str) -> bytes:
         (Path(tmp) / relpath).parent.mkdir(parents=True)
         shutil.copyfile(source, Path(tmp) / relpath)
         proc = subprocess.run(
-            ["git", "-c", "core.quotepath=off", "diff", "--no-index", "--no-color",
-             "--no-ext-diff", "--full-index", "--src-prefix=a/", "--dst-prefix=b/",
-             "/dev/null", relpath],
-            cwd=tmp, capture_output=True, env=dict(os.environ, LC_ALL="C"),
-        )  # fmt: skip
+            [
+                "git",
+                "-c",
+                "core.quotepath=off",
+                "diff",
+                "--no-index",
+                "--no-color",
+                "--no-ext-diff",
+                "--full-index",
+                "--src-prefix=a/",
+                "--dst-prefix=b/",
+                "/dev/null",
+                relpath,
+            ],
+            cwd=tmp,
+            capture_output=True,
+            env=dict(os.environ, LC_ALL="C"),
+        )
     if proc.returncode != 1:  # --no-index exits 1 when the files differ
         raise Failed(f"git diff --no-index {relpath}: {proc.stderr.decode()}")
     return proc.stdout

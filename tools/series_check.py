@@ -23,8 +23,13 @@ def parent(series_dir: Path) -> str | None:
     return name.removeprefix("torch-") if derived else None
 
 
-def check(release: str, from_release: str, patches: Path = ROOT / "patches",
-          fetch: rebase.Fetch = rebase.wheel_fetch, build: Path = BUILD) -> list[str]:  # fmt: skip
+def check(
+    release: str,
+    from_release: str,
+    patches: Path = ROOT / "patches",
+    fetch: rebase.Fetch = rebase.wheel_fetch,
+    build: Path = BUILD,
+) -> list[str]:
     """How the replay differs from release's series in patches/."""
     work = build / "series-check" / f"torch-{from_release}-to-{release}"
     with tempfile.TemporaryDirectory() as replayed:

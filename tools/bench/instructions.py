@@ -39,8 +39,14 @@ CASES += [("hop_body_module", 20), ("mlp", None), ("conv_net", None)]
 CASES += [("error_path", None)]
 SMOKE_CASES = [("root_setattr", 5), ("root_state_setattr", 5), ("hop_body_module", 5)]
 # Workloads that refuse nothing and walk no set hashed by id() (not hop_body_map).
-FREE_CASES = ("root_setattr", "root_state_setattr", "hop_body_wrap", "hop_body_module",
-              "mlp", "conv_net")  # fmt: skip
+FREE_CASES = (
+    "root_setattr",
+    "root_state_setattr",
+    "hop_body_wrap",
+    "hop_body_module",
+    "mlp",
+    "conv_net",
+)
 LAYOUTS = (0, 500, 1000)  # objects allocated before the worker imports torch
 CALL_LAYOUTS = LAYOUTS[:2]  # also the smoke run's: two, for an A/A spread
 CTL_SOURCE = Path(__file__).with_name("callgrind_ctl.c")
@@ -56,15 +62,30 @@ def worker(python: Path, cases: Any, inline: int, layout: int, count: bool) -> A
     """Per case, its instructions (callgrind) if count, else {function: calls}."""
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         ctl = [f"{tmp}/libcallgrind_ctl.so"] if count else []
-        valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-                    "--collect-atstart=no", f"--callgrind-out-file={tmp}/out"]  # fmt: skip
+        valgrind = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            "--collect-atstart=no",
+            f"--callgrind-out-file={tmp}/out",
+        ]
         if count:
             run(["cc", "-shared", "-fPIC", "-O2", "-o", *ctl, CTL_SOURCE])
         out = run(
-            [*(valgrind if count else []), python, "-c", _WITH_LAYOUT, str(layout),
-             "tools.bench.workloads", str(inline), json.dumps(cases), *ctl],
-            cwd=ROOT, env=dict(os.environ, PYTHONHASHSEED="0"),
-        )  # fmt: skip
+            [
+                *(valgrind if count else []),
+                python,
+                "-c",
+                _WITH_LAYOUT,
+                str(layout),
+                "tools.bench.workloads",
+                str(inline),
+                json.dumps(cases),
+                *ctl,
+            ],
+            cwd=ROOT,
+            env=dict(os.environ, PYTHONHASHSEED="0"),
+        )
         if not count:
             return json.loads(out.strip().splitlines()[-1])
         dumps = [Path(f"{tmp}/out.{i}").read_text() for i in range(1, len(cases) + 1)]
@@ -76,8 +97,12 @@ def calls_added(pristine: list[Any], patched: list[Any]) -> dict[str, int]:
     series adds, but for those of functions whose calls the layout moves."""
     names = set().union(*pristine, *patched)
     spread = {n: [p.get(n, 0) for p in pristine + patched] for n in names}
-    moved = {n for n in names for state in (pristine, patched)
-             if len({p.get(n, 0) for p in state}) > 1}  # fmt: skip
+    moved = {
+        n
+        for n in names
+        for state in (pristine, patched)
+        if len({p.get(n, 0) for p in state}) > 1
+    }
     added = sum(patched[0].get(n, 0) - pristine[0].get(n, 0) for n in names - moved)
     return {
         "calls_added": added,
@@ -125,8 +150,12 @@ def per_store(rows: list[Row]) -> list[Row]:
     slope of (patched - pristine) over N, per series and mode."""
     slopes = []
     for series, inline in sorted({(r["series"], r["inlining"]) for r in rows}):
-        points = [(r["n"], r["patched"] - r["pristine"]) for r in rows
-                  if (r["series"], r["inlining"], r["case"]) == (series, inline, "root_setattr")]  # fmt: skip
+        points = [
+            (r["n"], r["patched"] - r["pristine"])
+            for r in rows
+            if (r["series"], r["inlining"], r["case"])
+            == (series, inline, "root_setattr")
+        ]
         if len(points) > 1:
             slope = statistics.linear_regression(*zip(*points)).slope
             slopes.append({"series": series, "inlining": inline, "per_store": slope})
