@@ -107,7 +107,8 @@ def main() -> int:
                 writes.write(site, snapshots.read(site, torch_files), new)
                 git(tree, "checkout", "-q", commit, "--", "test")
                 for path, names in tests.items():
-                    results = ran(pythons["pristine"], tree, driver(tree, path), names)
+                    test = driver(tree, path)
+                    results = ran(pythons["pristine"], tree, test, names)
                     if not results:
                         problems.append(f"{subject}: {path}: no test ran {state}")
                     for case, outcome in sorted(results.items()):
@@ -122,7 +123,7 @@ def main() -> int:
                             "commit": number,
                             "subject": subject,
                             "file": path,
-                            "driver": driver(tree, path),
+                            "driver": test,
                             "tests": names,
                             "state": state,
                             **counts,

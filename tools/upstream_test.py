@@ -54,7 +54,6 @@ ENV = "TORCHDYNAMO_INLINE_INBUILT_NN_MODULES"
 TIMEOUT = 3600  # seconds for one test file
 RERUNS = 2  # reruns of a file whose patched run lost a test
 RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)  # unittest's count
-CAPTURED: Any = dict(capture_output=True, text=True, timeout=TIMEOUT)
 
 
 def find_tests(version: str) -> Path | None:
@@ -119,7 +118,14 @@ def seed(
         label = f"{ENV}={mode or '<unset>'}"
         for state, python in pythons.items():
             args = [str(python), *runner, SEEDS[test], "-k", test]
-            proc = subprocess.run(args, cwd=tree, env=env(mode), **CAPTURED)
+            proc = subprocess.run(
+                args,
+                cwd=tree,
+                env=env(mode),
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+            )
             ran = RAN.search(proc.stderr)
             count = int(ran.group(1)) if ran else 0
             passed = proc.returncode == 0 and ran is not None
