@@ -17,31 +17,21 @@ from pip._vendor.packaging.utils import canonicalize_name as canonical
 
 from tools.plumbing import ROOT, Failed, run
 
+# pip's resolution for CPython 3.11 into a folder (its last argument), installing nothing.
+DRY_RUN = (
+    "-m pip --disable-pip-version-check install -q --dry-run --ignore-installed"
+    " --only-binary=:all: --python-version=3.11 --target"
+)
+
 
 def dry_run(requirements: list[str], *options: str) -> list[dict[str, Any]]:
     """The metadata of what `pip install` would install for CPython 3.11."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
+        command = [sys.executable, *DRY_RUN.split(), tmp, "--report", str(report)]
         try:
             run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "--disable-pip-version-check",
-                    "install",
-                    "-q",
-                    "--dry-run",
-                    "--ignore-installed",
-                    "--only-binary=:all:",
-                    "--python-version=3.11",
-                    "--target",
-                    tmp,
-                    "--report",
-                    report,
-                    *options,
-                    *requirements,
-                ],
+                [*command, *options, *requirements],
                 env=dict(os.environ, PIP_CONSTRAINT=os.devnull),
             )
         except Failed as error:

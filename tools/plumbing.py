@@ -26,6 +26,16 @@ MAIN = UPSTREAM / "pytorch-main"
 SHIMS = ROOT / "tools" / "shims"
 STATES = ("pristine", "patched")
 IDENTITY = ("-c", "user.name=torchpatch tools", "-c", "user.email=tools@localhost")
+# A release's wheel for CPython 3.11, into a folder (its last argument).
+PIP_DOWNLOAD = (
+    "-m pip download -q --no-deps --disable-pip-version-check"
+    " --only-binary=:all: --python-version=3.11 -d"
+)
+# A file's creation as format-patch writes it (git diff exits 1: they differ).
+NEW_FILE_DIFF = (
+    "git -c core.quotepath=off diff --no-index --no-color --no-ext-diff"
+    " --full-index --src-prefix=a/ --dst-prefix=b/ /dev/null"
+)
 
 
 class Failed(RuntimeError):
@@ -131,20 +141,7 @@ def wheel_files(release: str, keep: Callable[[str], bool], into: Path) -> None:
     with tempfile.TemporaryDirectory() as download:
         try:
             run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "download",
-                    "-q",
-                    "--no-deps",
-                    "--disable-pip-version-check",
-                    "--only-binary=:all:",
-                    "--python-version=3.11",
-                    "-d",
-                    download,
-                    f"torch=={release}",
-                ],
+                [sys.executable, *PIP_DOWNLOAD.split(), download, f"torch=={release}"],
                 env=dict(os.environ, PIP_CONSTRAINT=os.devnull),
             )
         except Failed:
@@ -222,20 +219,7 @@ def new_file_diff(source: Path, relpath: str) -> bytes:
         (Path(tmp) / relpath).parent.mkdir(parents=True)
         shutil.copyfile(source, Path(tmp) / relpath)
         proc = subprocess.run(
-            [
-                "git",
-                "-c",
-                "core.quotepath=off",
-                "diff",
-                "--no-index",
-                "--no-color",
-                "--no-ext-diff",
-                "--full-index",
-                "--src-prefix=a/",
-                "--dst-prefix=b/",
-                "/dev/null",
-                relpath,
-            ],
+            [*NEW_FILE_DIFF.split(), relpath],
             cwd=tmp,
             capture_output=True,
             env=dict(os.environ, LC_ALL="C"),

@@ -51,6 +51,7 @@ LAYOUTS = (0, 500, 1000)  # objects allocated before the worker imports torch
 CALL_LAYOUTS = LAYOUTS[:2]  # also the smoke run's: two, for an A/A spread
 CTL_SOURCE = Path(__file__).with_name("callgrind_ctl.c")
 HELPER = "side_effects.py:unsupported_module_mutation"
+VALGRIND = "valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no"
 # Shift the heap, then run the worker as its own __main__ (from ROOT).
 _WITH_LAYOUT = (
     "import runpy, sys; ballast = [bytearray(48) for _ in range(int(sys.argv[1]))]; "
@@ -62,27 +63,12 @@ def worker(python: Path, cases: Any, inline: int, layout: int, count: bool) -> A
     """Per case, its instructions (callgrind) if count, else {function: calls}."""
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         ctl = [f"{tmp}/libcallgrind_ctl.so"] if count else []
-        valgrind = [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            "--collect-atstart=no",
-            f"--callgrind-out-file={tmp}/out",
-        ]
+        valgrind = f"{VALGRIND} --callgrind-out-file={tmp}/out".split()
         if count:
             run(["cc", "-shared", "-fPIC", "-O2", "-o", *ctl, CTL_SOURCE])
+        argv = [str(layout), "tools.bench.workloads", str(inline), json.dumps(cases)]
         out = run(
-            [
-                *(valgrind if count else []),
-                python,
-                "-c",
-                _WITH_LAYOUT,
-                str(layout),
-                "tools.bench.workloads",
-                str(inline),
-                json.dumps(cases),
-                *ctl,
-            ],
+            [*(valgrind if count else []), python, "-c", _WITH_LAYOUT, *argv, *ctl],
             cwd=ROOT,
             env=dict(os.environ, PYTHONHASHSEED="0"),
         )
