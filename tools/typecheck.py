@@ -40,6 +40,11 @@ MYPY = f"{ROOT}/.venvs/lint/bin/mypy"  # main's pin of mypy
 ERROR = re.compile(r"^([^:\s]+):\d+:\d+: error: (.*)$", re.MULTILINE)
 
 
+def mypy_errors(output: str) -> Counter[tuple[str, ...]]:
+    """mypy's errors by file and message, not line: a patch moves lines."""
+    return Counter(ERROR.findall(output))
+
+
 def main() -> int:
     install, _ = installed_series()
     work = BUILD / "typecheck" / install.version
@@ -56,7 +61,7 @@ def main() -> int:
         seconds[state] = round(time.monotonic() - start)
         if proc.returncode not in (0, 1):  # 2: mypy itself failed
             raise SystemExit(f"typecheck: mypy failed: {proc.stderr.strip()[-500:]}")
-        errors[state] = Counter(ERROR.findall(proc.stdout))
+        errors[state] = mypy_errors(proc.stdout)
     new = errors["patched"] - errors["pristine"]
     totals = {state: sum(errors[state].values()) for state in STATES}
     by_file = {s: Counter(path for path, _ in errors[s].elements()) for s in STATES}
