@@ -14,6 +14,7 @@ OLD_PINS = """\
 # Pins for torch 2.14.1
 filelock==3.0
 nvidia-x==12.0
+optree==0.13.0
 pytest==8.0
 sympy==1.13.3
 torch==2.14.1
@@ -39,7 +40,8 @@ def resolved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]
     def dry_run(requirements: list[str], *options: str) -> list[dict[str, Any]]:
         asked.append(requirements)
         if requirements == ["torch==2.14.1"]:  # what the old torch pulls in
-            return metadata("torch==2.14.1", "filelock==3.0", "nvidia-x==12.0")
+            pulled_in = ["filelock==3.0", "nvidia-x==12.0", "optree==0.13.0"]
+            return metadata("torch==2.14.1", *pulled_in, "sympy==1.13.3")
         if options == ("--no-deps",):
             return [{"name": "torch", "version": "2.15.0", "requires_dist": REQUIRES}]
         return metadata(*requirements, "nvidia-x==13.0")  # pip resolves the rest
@@ -52,8 +54,9 @@ def test_torch_moves_and_its_changed_requirement_is_left_to_pip(
     resolved: list[list[str]],
 ) -> None:
     text = pins.new_pins("2.14.1", "2.15.0")
-    # Kept: a requirement 2.15.0 admits at the old pin, and what torch does
-    # not pull in; left to pip: nvidia-x, which 2.15.0 wants at 13.0.
+    # Kept: what 2.15.0 requires and admits at the old pin (filelock, sympy),
+    # and what torch does not pull in (pytest). Left to pip: nvidia-x, which
+    # 2.15.0 wants at 13.0, and optree, which only an extra of 2.15.0 requires.
     assert resolved[-1] == [
         "torch==2.15.0",
         "filelock==3.0",

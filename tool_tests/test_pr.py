@@ -21,19 +21,12 @@ def stack_check(
 
 
 def run(
-    state: str, file: str, tests: list[str], passed: int, failed: int
+    state: str, file: str, driver: str, tests: list[str], passed: int, failed: int
 ) -> dict[str, Any]:
-    driver = file.replace("_test_misc_part4.py", "test_misc.py")
-    return dict(
-        commit=2,
-        subject="s",
-        file=file,
-        driver=driver,
-        tests=tests,
-        state=state,
-        passed=passed,
-        failed=failed,
-    )
+    """A record of make stack-check's: file's tests, run through driver."""
+    names = ("file", "driver", "tests", "state", "passed", "failed")
+    record = dict(zip(names, (file, driver, tests, state, passed, failed)))
+    return {"commit": 2, "subject": "s", **record}
 
 
 @pytest.fixture(autouse=True)
@@ -44,12 +37,13 @@ def build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_pr_s_tests_before_and_after_it(tmp_path: Path) -> None:
     part = "test/dynamo/_test_misc_part4.py"
+    misc = "test/dynamo/test_misc.py"  # the driver that imports part
     mine = "test/dynamo/test_hop_mutation.py"
     runs = [
-        run("before", part, ["test_map_side_effects"], 0, 1),
-        run("after", part, ["test_map_side_effects"], 1, 0),
-        run("before", mine, [], 5, 17),
-        run("after", mine, [], 22, 0),
+        run("before", part, misc, ["test_map_side_effects"], 0, 1),
+        run("after", part, misc, ["test_map_side_effects"], 1, 0),
+        run("before", mine, mine, [], 5, 17),
+        run("after", mine, mine, [], 22, 0),
     ]
     stack_check(tmp_path, runs, ["s: after: X::test_y failed"])
     assert pr.own_tests(2, "2.15.0") == [
@@ -64,7 +58,11 @@ def test_a_pr_s_tests_before_and_after_it(tmp_path: Path) -> None:
 
 
 def test_a_pr_the_last_stack_check_did_not_run_stops_it(tmp_path: Path) -> None:
-    stack_check(tmp_path, [run("after", "test/dynamo/test_x.py", [], 1, 0)], [])
+    stack_check(
+        tmp_path,
+        [run("after", "test/dynamo/test_x.py", "test/dynamo/test_x.py", [], 1, 0)],
+        [],
+    )
     with pytest.raises(SystemExit, match="PR 3 is not in the last `make stack-check`"):
         pr.own_tests(3, "2.15.0")
 

@@ -1,4 +1,5 @@
-"""tools/typecheck.py's count of new mypy errors (no torch, no mypy run)."""
+"""tools/typecheck.py's count of mypy errors, by file and message (no torch, no
+mypy run)."""
 
 from __future__ import annotations
 

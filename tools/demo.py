@@ -78,6 +78,29 @@ def errors(python: Path, inline: str) -> dict[str, Error]:
     return found
 
 
+def one_error(found: dict[tuple[str, str], dict[str, Error]]) -> tuple[bool, str]:
+    """Whether, patched, every form and mode gives one exception type and one
+    kind of message (before the names it gives), but for the forms this
+    Dynamo cannot trace even at the root, which keep their pristine error."""
+    kinds, kept = set(), set()
+    for (state, inline), by_form in found.items():
+        for form, e in by_form.items():
+            if state == "pristine":
+                continue
+            if not e["untraced_at_root"]:
+                kinds.add((e["type"], e["message"].split(":")[0]))
+            elif e != found["pristine", inline][form]:
+                return False, f"{form!r} is not traced at the root, yet changed"
+            else:
+                kept.add(form)
+    if len(kinds) != 1:
+        return False, "the forms or modes still differ"
+    root = (
+        f"; as at the root, Dynamo's own for: {', '.join(sorted(kept))}" if kept else ""
+    )
+    return True, f"one error for every form and mode: {' '.join(kinds.pop())}{root}"
+
+
 def main() -> int:
     with venv_states(BUILD / "demo") as pythons:
         found = {
@@ -99,27 +122,6 @@ def main() -> int:
     ok, verdict = one_error(found)
     print(f"\npatched: {verdict}")
     return 0 if ok else 1
-
-
-def one_error(found: dict[tuple[str, str], dict[str, Error]]) -> tuple[bool, str]:
-    """Whether, patched, every form and mode gives one exception type and one
-    kind of message (before the names it gives), but for the forms this
-    Dynamo cannot trace even at the root, which keep their pristine error."""
-    kinds, kept = set(), 0
-    for (state, inline), by_form in found.items():
-        for form, e in by_form.items():
-            if state == "pristine":
-                continue
-            if not e["untraced_at_root"]:
-                kinds.add((e["type"], e["message"].split(":")[0]))
-            elif e != found["pristine", inline][form]:
-                return False, f"{form!r} is not traced at the root, yet changed"
-            else:
-                kept += 1
-    if len(kinds) != 1:
-        return False, "the forms or modes still differ"
-    root = f" ({kept} not traced at the root keep their error)" if kept else ""
-    return True, f"one error for every form and mode: {' '.join(kinds.pop())}{root}"
 
 
 if __name__ == "__main__":

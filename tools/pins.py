@@ -17,7 +17,8 @@ from pip._vendor.packaging.utils import canonicalize_name as canonical
 
 from tools.plumbing import ROOT, Failed, run
 
-# pip's resolution for CPython 3.11 into a folder (its last argument), installing nothing.
+# pip's resolution for CPython 3.11 into a folder (its last argument),
+# installing nothing.
 DRY_RUN = (
     "-m pip --disable-pip-version-check install -q --dry-run --ignore-installed"
     " --only-binary=:all: --python-version=3.11 --target"

@@ -63,7 +63,7 @@ def worker(python: Path, cases: Any, inline: int, layout: int, count: bool) -> A
     """Per case, its instructions (callgrind) if count, else {function: calls}."""
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         ctl = [f"{tmp}/libcallgrind_ctl.so"] if count else []
-        valgrind = f"{VALGRIND} --callgrind-out-file={tmp}/out".split()
+        valgrind = [*VALGRIND.split(), f"--callgrind-out-file={tmp}/out"]
         if count:
             run(["cc", "-shared", "-fPIC", "-O2", "-o", *ctl, CTL_SOURCE])
         argv = [str(layout), "tools.bench.workloads", str(inline), json.dumps(cases)]
