@@ -84,9 +84,9 @@ def one_error(found: dict[tuple[str, str], dict[str, Error]]) -> tuple[bool, str
     Dynamo cannot trace even at the root, which keep their pristine error."""
     kinds, kept = set(), set()
     for (state, inline), by_form in found.items():
+        if state == "pristine":
+            continue
         for form, e in by_form.items():
-            if state == "pristine":
-                continue
             if not e["untraced_at_root"]:
                 kinds.add((e["type"], e["message"].split(":")[0]))
             elif e != found["pristine", inline][form]:
