@@ -67,6 +67,12 @@ ALLOWING_HOPS = {
 }
 
 
+def nest(outer, inner):
+    """A HigherOrderOp whose body calls body inside another one."""
+    hops = {**HOPS, **ALLOWING_HOPS}
+    return lambda body, x: hops[outer](lambda t: hops[inner](body, t), x)
+
+
 def iadd(m):
     m.w += 1
 
@@ -87,12 +93,25 @@ def delete_buffer(m):
     del m.buf
 
 
+def set_and_restore_int(m):
+    m.n = 5
+    m.n = 3
+
+
 def setitem_buffers(m):
     m._buffers["buf"] = torch.zeros(2)
 
 
 def setitem_dunder_dict(m):
     m.__dict__["n"] = 11
+
+
+def setitem_layers_vars(m):
+    vars(m.layers)["n"] = 7
+
+
+def setitem_layers_dunder_dict(m):
+    m.layers.__dict__["n"] = 7
 
 
 # {form: (the change, what the graph break says it did, to which module)}
@@ -142,6 +161,13 @@ FORMS = {
         "change the _buffers of",
         "Model",
     ),
+    # The __dict__ of the ModuleList FrameModel creates in the compiled frame.
+    "setitem_layers_vars": (setitem_layers_vars, "change the __dict__ of", "ModuleList"),
+    "setitem_layers_dunder_dict": (
+        setitem_layers_dunder_dict,
+        "change the __dict__ of",
+        "ModuleList",
+    ),
 }
 
 
@@ -163,6 +189,14 @@ class Model(torch.nn.Module):
             return out
 
         return self.hop(body, x)
+
+
+class FrameModel(Model):
+    # A module created in the compiled frame, outside the body: its dicts have
+    # no source.
+    def forward(self, x):
+        self.layers = torch.nn.ModuleList([torch.nn.Identity()])
+        return super().forward(x)
 
 
 def tensor_state(t):
@@ -207,8 +241,18 @@ OTHER_DICT_CHANGES = {
 }
 
 
-class HopModuleMutationErrorTests(torch._dynamo.test_case.TestCase):
-    def assertModuleMutationBreak(self, model, hop, form):
+class HopModuleMutationTestCase(torch._dynamo.test_case.TestCase):
+    def assertMatchesEager(self, model, hop, fullgraph=True):
+        eager_model, compiled_model = model, copy.deepcopy(model)
+        x = make_input(hop)
+        expected = eager_model(x)
+        compiled = torch.compile(compiled_model, backend="eager", fullgraph=fullgraph)
+        self.assertEqual(compiled(x), expected)
+        self.assertEqual(state(compiled_model), state(eager_model))
+
+
+class HopModuleMutationErrorTests(HopModuleMutationTestCase):
+    def assertModuleMutationBreak(self, model, hop, form, inner=None):
         before = state(model)
         _, change, class_name = FORMS[form]
         explanation = (
@@ -216,8 +260,8 @@ class HopModuleMutationErrorTests(torch._dynamo.test_case.TestCase):
             "created outside of this HigherOrderOp's body."
         )
         compiled = torch.compile(model, backend="eager", fullgraph=True)
-        if hop in ("map", "cond", "while_loop"):
-            # Their body is speculated: its graph break is wrapped.
+        if {hop, inner} & {"map", "cond", "while_loop", "nested_compile_region"}:
+            # A graph break in their body is wrapped.
             with self.assertRaises(UncapturedHigherOrderOpError) as cm:
                 compiled(make_input(hop))
             self.assertIn(f"{GB_TYPE}\n", str(cm.exception))
@@ -240,15 +284,15 @@ class HopModuleMutationErrorTests(torch._dynamo.test_case.TestCase):
         self.assertModuleMutationBreak(Model("map", form), "map", form)
 
     def test_frame_module_dict_mutation_breaks(self):
-        # A module created in the compiled frame, outside the body: its dicts
-        # have no source, and are found where its __init__ stored them.
-        class FrameModel(Model):
-            def forward(self, x):
-                self.layers = torch.nn.ModuleList([torch.nn.Identity()])
-                return super().forward(x)
-
+        # Its _modules is found where its __init__ stored it.
         model = FrameModel("map", "append_module_list")
         self.assertModuleMutationBreak(model, "map", "append_module_list")
+
+    @parametrize("form", ["setitem_layers_vars", "setitem_layers_dunder_dict"])
+    def test_frame_module_dunder_dict_mutation_breaks(self, form):
+        # Its __dict__ is found through the module it belongs to.
+        model = FrameModel("while_loop", form)
+        self.assertModuleMutationBreak(model, "while_loop", form)
 
     def test_dict_names_the_module_owning_it(self):
         # The body reaches Model's _buffers through lin, which holds it as a
@@ -288,6 +332,39 @@ class HopModuleMutationErrorTests(torch._dynamo.test_case.TestCase):
         model.hop = lambda body, x: HOPS["cond"](lambda t: control_flow_map(body, t), x)
         self.assertModuleMutationBreak(model, "cond", "set_int")
 
+    @parametrize("outer", list(HOPS))
+    @parametrize("form", ["set_tensor", "set_int", "register_buffer"])
+    def test_mutation_in_allowing_hop_in_refusing_hop_breaks(self, outer, form):
+        # The HigherOrderOp around nested_compile_region refuses the change. A
+        # constant store is checked when its body ends, outside the inner one.
+        inner = "nested_compile_region"
+        model = Model(outer, form)
+        model.hop = nest(outer, inner)
+        self.assertModuleMutationBreak(
+            model, outer, form, None if form == "set_int" else inner
+        )
+
+    def test_mutation_in_allowing_hop_in_wrap_falls_back(self):
+        # Without fullgraph the wrap falls back to eager, the change included.
+        model = Model("wrap", "set_tensor")
+        model.hop = nest("wrap", "autograd_function")
+        self.assertMatchesEager(model, "autograd_function", fullgraph=False)
+
+    @parametrize("inner", ["checkpoint", "nested_compile_region"])
+    @parametrize("outer", ["checkpoint", "nested_compile_region"])
+    @parametrize("form", ["set_tensor", "register_buffer", "setitem_buffers"])
+    def test_mutation_in_allowing_hop_in_allowing_hop_matches_eager(
+        self, outer, inner, form
+    ):
+        # The tensor the inner HigherOrderOp returns for the change, the outer
+        # one returns too.
+        model = Model(outer, form)
+        model.hop = nest(outer, inner)
+        with torch._dynamo.config.patch(
+            skip_fwd_side_effects_in_bwd_under_checkpoint=True
+        ):
+            self.assertMatchesEager(model, outer)
+
     def assertBreakHintsAtCheckpointConfig(self, form):
         message = self.assertModuleMutationBreak(
             Model("checkpoint", form), "checkpoint", form
@@ -302,15 +379,7 @@ class HopModuleMutationErrorTests(torch._dynamo.test_case.TestCase):
         self.assertBreakHintsAtCheckpointConfig("register_buffer")
 
 
-class HopModuleMutationControlTests(torch._dynamo.test_case.TestCase):
-    def assertMatchesEager(self, model, hop):
-        eager_model, compiled_model = model, copy.deepcopy(model)
-        x = make_input(hop)
-        expected = eager_model(x)
-        actual = torch.compile(compiled_model, backend="eager", fullgraph=True)(x)
-        self.assertEqual(actual, expected)
-        self.assertEqual(state(compiled_model), state(eager_model))
-
+class HopModuleMutationControlTests(HopModuleMutationTestCase):
     @parametrize("hop", list(ALLOWING_HOPS))
     @parametrize("form", ["set_tensor", "set_int", "register_buffer"])
     def test_allowing_hop_mutation_matches_eager(self, hop, form):
@@ -329,12 +398,30 @@ class HopModuleMutationControlTests(torch._dynamo.test_case.TestCase):
         else:
             self.assertMatchesEager(model, hop)
 
-    @parametrize("form", ["set_tensor", "set_int", "delete_buffer", "register_buffer"])
+    @parametrize(
+        "form",
+        [
+            "set_tensor",
+            "set_int",
+            "delete_buffer",
+            "register_buffer",
+            "setitem_buffers",
+            "setitem_dunder_dict",
+        ],
+    )
     def test_checkpoint_mutation_allowed_by_config(self, form):
         with torch._dynamo.config.patch(
             skip_fwd_side_effects_in_bwd_under_checkpoint=True
         ):
             self.assertMatchesEager(Model("checkpoint", form), "checkpoint")
+
+    @parametrize("outer", ["map", "cond"])
+    def test_undone_change_in_allowing_hop_in_refusing_hop_matches_eager(self, outer):
+        # Checked when the refusing body ends, like a change undone in it.
+        model = Model(outer, "set_int")
+        model.change = set_and_restore_int
+        model.hop = nest(outer, "nested_compile_region")
+        self.assertMatchesEager(model, outer)
 
     @parametrize("hop", list(HOPS))
     def test_module_created_in_body_mutation_matches_eager(self, hop):
