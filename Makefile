@@ -6,6 +6,8 @@
 #
 #   make demo            the before/after of the fix
 #   make test            every test, in each inlining mode, and the teeth check
+#   make test-python     the newest series proven on another Python (3.13.0)
+#   make property        the property test of nested HOPs, a large budget
 #   make apply-check     every series applies to every release it serves
 #   make series-check    every derived series equals its replay (make rebase)
 #   make upstream-test   PyTorch's own tests, pristine vs patched
@@ -37,7 +39,7 @@ PYTEST = $(PY) -m pytest -q -p no:cacheprovider -p no:logging
 TOOL = PYTHONPATH=src $(PYTHON) -m
 LINTED := src tool_tests fix_tests tools
 
-.PHONY: venv demo test test-all lint apply-check series-check upstream-test stack-check typecheck bench \
+.PHONY: venv demo test test-all test-python property lint apply-check series-check upstream-test stack-check typecheck bench \
   bench-calls pr rebase rebase-continue clean
 .PRECIOUS: .venvs/torch-%/.installed
 
@@ -80,6 +82,35 @@ test-%: .venvs/torch-%/.installed .venvs/lint/.installed
 	$(PY) -m tools.prove $(if $(EXTENDED),--extended)
 	$(PY) -m tools.upstream_lint
 	$(PY) -m tools.bench.instructions --smoke --torch $*
+
+# The newest series on another Python that torch serves (PY_VERSION, pyenv's
+# ~/.pyenv/versions/<PY_VERSION>; 3.13.0 unless set): proven as `make test`
+# proves it (tools/prove.py), in a venv of its own from the same pins,
+# .venvs/torch-<newest>-py<PY_VERSION>. Fails, saying so, where the
+# interpreter is missing.
+PY_VERSION ?= 3.13.0
+PYENV_PYTHON := $(HOME)/.pyenv/versions/$(PY_VERSION)/bin/python
+PY_VENV := .venvs/torch-$(NEWEST)-py$(PY_VERSION)
+test-python: $(PY_VENV)/.installed
+	$(PY_VENV)/bin/python -m torchpatch apply
+	$(PY_VENV)/bin/python -m tools.prove
+$(PY_VENV)/.installed: requirements/torch-$(NEWEST).txt pyproject.toml
+	@test -x $(PYENV_PYTHON) || { echo "test-python: no Python $(PY_VERSION)" \
+	  "at $(PYENV_PYTHON) (pyenv install $(PY_VERSION), or set PY_VERSION)" >&2; exit 1; }
+	test -x $(PY_VENV)/bin/python || $(PYENV_PYTHON) -m venv $(PY_VENV)
+	PIP_CONSTRAINT=/dev/null $(PY_VENV)/bin/python -m pip install -q --disable-pip-version-check -r $<
+	$(PY_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+	touch $@
+
+# fix_tests/test_hop_mutation_property.py with PROPERTY_EXAMPLES random
+# examples (2000 unless set) instead of its fixed derandomized ones, patched:
+# the newest release unless TORCH says. About 0.4 s an example here.
+PROPERTY_EXAMPLES ?= 2000
+PROPERTY := $(if $(filter file,$(origin TORCH)),$(NEWEST),$(SELECTED))
+property: $(PROPERTY:%=property-%)
+property-%: .venvs/torch-%/.installed
+	$(PY) -m torchpatch apply
+	HOP_MUTATION_PROPERTY_EXAMPLES=$(PROPERTY_EXAMPLES) $(PYTEST) -s fix_tests/test_hop_mutation_property.py
 
 # Every release, JOBS at a time (default 1; JOBS=2 runs one a core, with two
 # CUDA venvs on disk): a venv this run built is removed after its release is

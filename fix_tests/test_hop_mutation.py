@@ -162,7 +162,11 @@ FORMS = {
         "Model",
     ),
     # The __dict__ of the ModuleList FrameModel creates in the compiled frame.
-    "setitem_layers_vars": (setitem_layers_vars, "change the __dict__ of", "ModuleList"),
+    "setitem_layers_vars": (
+        setitem_layers_vars,
+        "change the __dict__ of",
+        "ModuleList",
+    ),
     "setitem_layers_dunder_dict": (
         setitem_layers_dunder_dict,
         "change the __dict__ of",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import sys
 import time
 from datetime import date
@@ -63,7 +64,9 @@ def main(extended: bool) -> int:
         return 1
     problems: list[str] = []
     results: dict[str, dict[str, object]] = {"patched": {}, "pristine": {}}
-    with venv_states(BUILD / "prove" / install.version) as pythons:
+    python = platform.python_version()
+    work = BUILD / "prove" / f"{install.version}-py{python}"
+    with venv_states(work) as pythons:
         for inline in modes():
             patched = ran(pythons["patched"], tests, inline)
             fix, controls = (
@@ -75,7 +78,7 @@ def main(extended: bool) -> int:
             results["patched"][inline] = patched
             results["pristine"][inline] = {"fix": fix, "controls": controls}
             print(
-                f"torch {install.version}, inlining={inline}: patched "
+                f"torch {install.version}, Python {python}, inlining={inline}: patched "
                 f"{patched['passed']}/{patched['tests']} passed; pristine, fix "
                 f"tests {fix['failures']}/{fix['tests']} failed, controls "
                 f"{controls['passed']}/{controls['tests']} passed"
@@ -91,6 +94,7 @@ def main(extended: bool) -> int:
         "release": install.version,
         "torch": install.full_version,
         "series": found.version,
+        "python": python,
         "era": era(),
         "modes": modes(),
         "tests": tests,
