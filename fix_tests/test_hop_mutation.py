@@ -337,7 +337,9 @@ class HopModuleMutationErrorTests(HopModuleMutationTestCase):
         self.assertModuleMutationBreak(model, "cond", "set_int")
 
     @parametrize("outer", list(HOPS))
-    @parametrize("form", ["set_tensor", "set_int", "register_buffer"])
+    @parametrize(
+        "form", ["set_tensor", "set_int", "register_buffer", "setitem_buffers"]
+    )
     def test_mutation_in_allowing_hop_in_refusing_hop_breaks(self, outer, form):
         # The HigherOrderOp around nested_compile_region refuses the change. A
         # constant store is checked when its body ends, outside the inner one.
