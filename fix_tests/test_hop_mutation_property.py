@@ -8,33 +8,48 @@ a normal return with the change lost, and never an internal error.
 
 A case is a nesting (outer, inner, each of map, cond, while_loop, wrap,
 checkpoint, autograd.Function and nested_compile_region; checkpoint with or
-without skip_fwd_side_effects_in_bwd_under_checkpoint), a form, and a route:
+without skip_fwd_side_effects_in_bwd_under_checkpoint), a form (each of the
+pull request's, and a change of a global list, dict or object), and a route:
 torch.compile with fullgraph=True or False, or eager, where map, cond and
-while_loop compile their own bodies. The expected outcome:
+while_loop compile their own bodies. The body that refuses the change:
 
-- the break, where a HigherOrderOp that refuses side effects encloses the
-  change (map, cond, while_loop, wrap, checkpoint without the config), in a
-  route that traces it (compiled; eager, under map, cond or while_loop); with
-  fullgraph=False, only where a HigherOrderOp that cannot fall back to eager
-  (map, cond, while_loop, nested_compile_region) encloses it: elsewhere the
-  break falls back to eager;
-- otherwise, the result and the module's state of plain Python, where each
+- the inner HigherOrderOp's, where it refuses side effects (map, cond,
+  while_loop, wrap, checkpoint without the config), at the change;
+- else the outer one's, at its end, where it throws its side effects away
+  (map, cond, while_loop), or where it refuses side effects and the change
+  stores a tensor computed in the body (wrap, checkpoint without the config:
+  they keep side effects but return no intermediates);
+- else none.
+
+The expected outcome:
+
+- where a body refuses the change, in a route that traces it (compiled;
+  eager, inside map, cond or while_loop), the break: "nn.Module mutation in
+  HigherOrderOp" naming the change (as the outer body's end sees it, see
+  test_hop_mutation.NESTED_CHANGES) for a module, "HOP: Unsafe side effect"
+  (or "HOP: Non-nullified side effect") for another object, with the state
+  unchanged; with fullgraph=False, only where a HigherOrderOp that cannot
+  fall back to eager (map, cond, while_loop, nested_compile_region) is, from
+  that body outward: elsewhere the break falls back to eager;
+- otherwise, the result and the state of plain Python, where each
   HigherOrderOp is a call of its body (map: once a row; while_loop: twice),
   or the error plain Python raises (delete_buffer, run twice by map).
   Tensors are compared by value: an autograd.Function's forward runs under
-  no_grad in eager only (see test_allowing_hop_mutation_matches_eager). With
-  fullgraph=True, a nesting of HigherOrderOps that allow the change may give
-  the graph break of an aliased intermediate instead (`self.w += 1` in an
-  autograd.Function's forward, which returns a view of the module's
-  parameter): then fullgraph=False falls back to plain Python's result.
+  no_grad in eager only (see test_allowing_hop_mutation_matches_eager). A
+  nesting may give the graph break of an aliased intermediate instead (`self.w
+  += 1` in an autograd.Function's forward, which returns a view of the
+  module's parameter), where no body throws the change away: then
+  fullgraph=False falls back to plain Python's result.
 
 A nesting that fails for a body that changes nothing, in the same route, is
 upstream's limitation, not the fix's (cond, map or while_loop in checkpoint:
 "There was no rule registered for HigherOrderOperator cond and mode
 _CachingTorchDispatchMode"): such a case is skipped, and counted.
 
-The controls: a body that changes only a module it creates behaves like plain
-Python in every nesting and route, patched and pristine.
+The controls: a body that changes only a module it creates, and
+torch.func.functional_call (whose reparametrization swaps the parameters of
+the module's submodules in and back), behave like plain Python in every
+nesting and route, patched and pristine.
 
 The examples are derandomized and bounded; HOP_MUTATION_PROPERTY_EXAMPLES=N
 draws N at random instead (make property).
@@ -49,10 +64,13 @@ import torch._dynamo.test_case
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from test_hop_mutation import (
     ALLOWING_HOPS,
+    DISCARDING_HOPS,
     FORMS,
     GB_TYPE,
     HOPS,
+    NESTED_CHANGES,
     FrameModel,
+    Inner,
     Model,
 )
 from torch._dynamo.exc import UncapturedHigherOrderOpError
@@ -78,10 +96,44 @@ ROUTES = ("fullgraph", "graph_breaks", "eager")
 ALIASED_GB_TYPE = "HOP: aliased intermediate used outside the subgraph"
 # The forms of the ModuleList FrameModel creates in the compiled frame.
 FRAME_FORMS = {"setitem_layers_vars", "setitem_layers_dunder_dict"}
+# The forms that store a tensor computed in the body.
+TENSOR_FORMS = {
+    "iadd",
+    "register_buffer",
+    "register_buffer_submodule",
+    "set_tensor",
+    "setitem_buffers",
+    "setitem_buffers_through_lin",
+}
+
+
+class Obj:
+    pass
+
+
+GLOBAL_LIST, GLOBAL_DICT, GLOBAL_OBJ = [], {}, Obj()
+# Changes of objects from outside the body that are no module's state.
+OTHER_FORMS = {
+    "global_list_append": lambda m: GLOBAL_LIST.append(1),
+    "global_dict_setitem": lambda m: GLOBAL_DICT.update(k=1),
+    "global_obj_setattr": lambda m: setattr(GLOBAL_OBJ, "v", 1),
+}
+OTHER_GB_TYPES = {"HOP: Unsafe side effect", "HOP: Non-nullified side effect"}
 
 
 def refuses(hop, config):
     return hop in HOPS and not (hop == "checkpoint" and config)
+
+
+def refuser(outer, inner, config, form):
+    """The HigherOrderOp whose body refuses the change, or None."""
+    if refuses(inner, config):
+        return inner
+    if outer in DISCARDING_HOPS:
+        return outer
+    if refuses(outer, config) and form in TENSOR_FORMS:
+        return outer
+    return None
 
 
 def nested(hops, outer, inner):
@@ -89,7 +141,11 @@ def nested(hops, outer, inner):
 
 
 def build(outer, inner, form, hops=ALL_HOPS):
-    model = (FrameModel if form in FRAME_FORMS else Model)("wrap", form)
+    model = (FrameModel if form in FRAME_FORMS else Model)(
+        "wrap", "set_int" if form in OTHER_FORMS else form
+    )
+    if form in OTHER_FORMS:
+        model.change = OTHER_FORMS[form]
     # The module setitem_buffers_through_lin reaches Model's _buffers through.
     model.lin.owner_buffers = model._buffers
     model.hop = nested(hops, outer, inner)
@@ -108,7 +164,16 @@ def values(model):
         "fresh" in vars(model),
         vars(model.layers).get("n"),
         model.training,
+        list(GLOBAL_LIST),
+        dict(GLOBAL_DICT),
+        dict(vars(GLOBAL_OBJ)),
     )
+
+
+def reset_globals():
+    GLOBAL_LIST.clear()
+    GLOBAL_DICT.clear()
+    vars(GLOBAL_OBJ).clear()
 
 
 def make_input(outer, inner):
@@ -186,7 +251,7 @@ class HopModuleMutationErrorTests(HopModuleMutationPropertyTestCase):
         outer=st.sampled_from(sorted(PLAIN_HOPS)),
         inner=st.sampled_from(sorted(PLAIN_HOPS)),
         config=st.booleans(),
-        form=st.sampled_from(sorted(FORMS)),
+        form=st.sampled_from(sorted({**FORMS, **OTHER_FORMS})),
         route=st.sampled_from(ROUTES),
     )
     def test_nested_mutation_is_eager_or_the_break(
@@ -202,34 +267,41 @@ class HopModuleMutationErrorTests(HopModuleMutationPropertyTestCase):
             self.check(outer, inner, config, form, route)
 
     def check(self, outer, inner, config, form, route):
-        hops = {outer, inner}
-        refused = any(refuses(hop, config) for hop in hops)
+        breaker = refuser(outer, inner, config, form)
+        # The HigherOrderOps a break goes through, from the refusing body out.
+        through = {inner, outer} if breaker == inner else {outer}
         # Only fullgraph=True must break; elsewhere the break, where allowed,
         # or else the result of plain Python: never the change lost.
-        must_break = route == "fullgraph" and refused
-        if route == "fullgraph":
-            may_break = refused
+        must_break = route == "fullgraph" and breaker is not None
+        if breaker is None:
+            may_break = False
+        elif route == "fullgraph":
+            may_break = True
         elif route == "eager":
-            may_break = bool(hops & COMPILES_IN_EAGER)
+            may_break = bool(through & COMPILES_IN_EAGER)
         else:
             # A break in their body cannot fall back to eager.
-            may_break = refused and bool(hops & NO_FALLBACK)
+            may_break = bool(through & NO_FALLBACK)
         x = make_input(outer, inner)
         model = build(outer, inner, form)
         plain = copy.deepcopy(model)
         plain.hop = nested(PLAIN_HOPS, outer, inner)
+        self.addCleanup(reset_globals)
+        reset_globals()
         before = values(model)
         try:
             expected, plain_error = plain(x), None
         except Exception as error:
             # A body that cannot run twice: delete_buffer in map.
             expected, plain_error = None, error
+        after_plain = values(plain)
+        reset_globals()
         torch._dynamo.reset()
         try:
             out = run(model, x, route)
         except Exception as error:
             if plain_error is not None and repr(error) == repr(plain_error):
-                self.assertEqual(values(model), values(plain))
+                self.assertEqual(values(model), after_plain)
                 self.outcomes[f"raises as plain Python ({route})"] += 1
                 return
             if not isinstance(error, (torch._dynamo.exc.Unsupported, RuntimeError)):
@@ -237,7 +309,9 @@ class HopModuleMutationErrorTests(HopModuleMutationPropertyTestCase):
             # UncapturedHigherOrderOpError, which wraps the break, and the
             # break itself (Unsupported).
             self.assertEqual(values(model), before)
-            if getattr(error, "gb_type", None) == ALIASED_GB_TYPE and not refused:
+            aliased = getattr(error, "gb_type", None) == ALIASED_GB_TYPE
+            if aliased and breaker != inner and outer not in DISCARDING_HOPS:
+                reset_globals()
                 torch._dynamo.reset()
                 out = run(model, x, "graph_breaks")
                 self.outcomes[f"aliased-intermediate break, falls back ({route})"] += 1
@@ -245,15 +319,25 @@ class HopModuleMutationErrorTests(HopModuleMutationPropertyTestCase):
                 if not may_break:
                     raise
                 message = str(error)
-                _, change, class_name = FORMS[form]
-                self.assertIn(f"{GB_TYPE}\n", message)
-                self.assertIn(f"Attempted to {change} nn.Module {class_name}", message)
+                if form in OTHER_FORMS:
+                    self.assertTrue(
+                        any(f"{gb_type}\n" in message for gb_type in OTHER_GB_TYPES),
+                        message,
+                    )
+                else:
+                    _, change, class_name = FORMS[form]
+                    if breaker != inner:
+                        change = NESTED_CHANGES.get(form, change)
+                    self.assertIn(f"{GB_TYPE}\n", message)
+                    self.assertIn(
+                        f"Attempted to {change} nn.Module {class_name}", message
+                    )
                 self.outcomes[f"break ({route})"] += 1
                 return
         self.assertFalse(must_break, f"no graph break: {outer}({inner}(...))")
         self.assertIsNone(plain_error, "plain Python raises")
         self.assertEqual(out.detach(), expected.detach())
-        self.assertEqual(values(model), values(plain))
+        self.assertEqual(values(model), after_plain)
         self.outcomes[f"as plain Python ({route})"] += 1
 
 
@@ -264,25 +348,42 @@ def body_local_change(t):
     return m(t) + m.extra + m.n
 
 
+# A module created outside the bodies, called with other parameters.
+FUNCTIONAL_MODEL = Inner()
+FUNCTIONAL_PARAMS = {k: v.detach() + 1 for k, v in FUNCTIONAL_MODEL.named_parameters()}
+
+
+def body_functional_call(t):
+    return torch.func.functional_call(FUNCTIONAL_MODEL, FUNCTIONAL_PARAMS, (t,))
+
+
+CONTROL_BODIES = {
+    "body_local_change": body_local_change,
+    "functional_call": body_functional_call,
+}
+
+
 class HopModuleMutationControlTests(HopModuleMutationPropertyTestCase):
     outcomes = collections.Counter()
 
-    @examples(20)
+    @examples(30)
     @given(
         outer=st.sampled_from(sorted(PLAIN_HOPS)),
         inner=st.sampled_from(sorted(PLAIN_HOPS)),
         route=st.sampled_from(ROUTES),
+        body=st.sampled_from(sorted(CONTROL_BODIES)),
     )
-    def test_nested_body_local_mutation_matches_plain_python(self, outer, inner, route):
+    def test_nested_control_matches_plain_python(self, outer, inner, route, body):
         if fails_upstream(outer, inner, False, route):
             self.outcomes["skipped: fails for a body that changes nothing"] += 1
             assume(False)
+        fn = CONTROL_BODIES[body]
         x = make_input(outer, inner)
+        weights = dict(FUNCTIONAL_MODEL.named_parameters())
         torch._dynamo.reset()
-        out = run(
-            lambda t: nested(ALL_HOPS, outer, inner)(body_local_change, t), x, route
-        )
-        self.assertEqual(out, nested(PLAIN_HOPS, outer, inner)(body_local_change, x))
+        out = run(lambda t: nested(ALL_HOPS, outer, inner)(fn, t), x, route)
+        self.assertEqual(out, nested(PLAIN_HOPS, outer, inner)(fn, x))
+        self.assertEqual(dict(FUNCTIONAL_MODEL.named_parameters()), weights)
         self.outcomes[f"as plain Python ({route})"] += 1
 
 

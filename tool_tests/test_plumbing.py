@@ -48,15 +48,18 @@ def test_junit_outcomes_and_counts(tmp_path):
         "def test_ok(): pass\n"
         "def test_bad(): assert False\n"
         "@pytest.mark.skip\ndef test_skipped(): pass\n"
+        "@pytest.mark.xfail\ndef test_xfailed(): assert False\n"
     )
     found = plumbing.junit(["-c", "/dev/null", "test_x.py"], cwd=tmp_path)
     assert found == {
         "test_x::test_ok": "passed",
         "test_x::test_bad": "failure",
         "test_x::test_skipped": "skipped",
+        "test_x::test_xfailed": "xfailed",
     }
     assert plumbing.counts(found) == {
-        "tests": 3, "failures": 1, "errors": 0, "skipped": 1, "passed": 1,
+        "tests": 4, "failures": 1, "errors": 0, "skipped": 1, "xfailed": 1,
+        "passed": 1,
     }  # fmt: skip
 
 

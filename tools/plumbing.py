@@ -102,7 +102,8 @@ def junit(
     cwd: Path = ROOT,
     env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """{class::test: passed | failure | error | skipped} of a pytest run."""
+    """{class::test: passed | failure | error | skipped | xfailed} of a pytest
+    run."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.xml"
         subprocess.run(
@@ -116,11 +117,14 @@ def junit(
 
 
 def outcomes(report: Path) -> dict[str, str]:
-    """{class::test: passed | failure | error | skipped} of a JUnit report."""
+    """{class::test: passed | failure | error | skipped | xfailed} of a JUnit
+    report: xfailed, an expected failure (pytest reports it as skipped)."""
     found = {}
     for case in ET.parse(report).getroot().iter("testcase"):
-        tags = {child.tag for child in case}
+        tags = {child.tag: child for child in case}
         kind = next((k for k in ("failure", "error", "skipped") if k in tags), "passed")
+        if kind == "skipped" and tags["skipped"].get("type") == "pytest.xfail":
+            kind = "xfailed"
         # classname is dotted from the rootdir: keep what names the test.
         where = case.get("classname", "").removeprefix("test.")
         found[f"{where}::{case.get('name')}"] = kind
@@ -130,7 +134,12 @@ def outcomes(report: Path) -> dict[str, str]:
 def counts(found: Mapping[str, str]) -> dict[str, int]:
     """pytest's counts of a run's outcomes."""
     n = list(found.values()).count
-    kinds = {"failures": "failure", "errors": "error", "skipped": "skipped"}
+    kinds = {
+        "failures": "failure",
+        "errors": "error",
+        "skipped": "skipped",
+        "xfailed": "xfailed",
+    }
     counted = {name: n(kind) for name, kind in kinds.items()}
     return {"tests": len(found), **counted, "passed": n("passed")}
 

@@ -30,7 +30,9 @@ def row(record: dict[str, Any]) -> str:
     passed, failing = [], []
     for m, on in modes.items():
         patched, fix = record["patched"][m], record["pristine"][m]["fix"]
-        passed.append(f"{patched['passed']}/{patched['tests']} ({on})")
+        xfailed = patched.get("xfailed", 0)
+        expected = f" and {xfailed} expected failures" if xfailed else ""
+        passed.append(f"{patched['passed']}/{patched['tests']}{expected} ({on})")
         failing.append(f"{fix['failures']}/{fix['tests']} ({on})")
     if set(record.get("pristine_tests", record["tests"])) != set(record["tests"]):
         failing.append("the pull request's file")
