@@ -510,7 +510,12 @@ class HopModuleMutationErrorTests(HopModuleMutationTestCase):
         # not return the tensor computed in their body that the change stores.
         model = Model(outer, form)
         model.hop = nest(outer, "nested_compile_region")
-        self.assertModuleMutationBreak(model, outer, form, NESTED_CHANGES.get(form))
+        message = self.assertModuleMutationBreak(
+            model, outer, form, NESTED_CHANGES.get(form)
+        )
+        if outer == "checkpoint":
+            # With skip_fwd_side_effects_in_bwd_under_checkpoint it compiles.
+            self.assertIn(CHECKPOINT_CONFIG, message)
 
     def test_tensor_from_allowing_hop_in_wrap_falls_back(self):
         # Without fullgraph the wrap falls back to eager, the change included.
@@ -572,13 +577,17 @@ class HopModuleMutationControlTests(HopModuleMutationTestCase):
         model.hop = nest(outer, "nested_compile_region")
         self.assertMatchesEager(model, outer)
 
-    @parametrize("inner", list(ALLOWING_HOPS))
+    @parametrize("inner", [*ALLOWING_HOPS, "checkpoint"])
     @parametrize("outer", ["wrap", "checkpoint"])
     def test_constant_in_allowing_hop_in_wrap_matches_eager(self, outer, inner):
-        # wrap and checkpoint keep the side effects of a nested HigherOrderOp.
+        # wrap and checkpoint keep the side effects of a nested HigherOrderOp
+        # (checkpoint allows them with the config, an outer one does not).
         model = Model(outer, "set_int")
         model.hop = nest(outer, inner)
-        self.assertMatchesEager(model, inner)
+        with torch._dynamo.config.patch(
+            skip_fwd_side_effects_in_bwd_under_checkpoint=inner == "checkpoint"
+        ):
+            self.assertMatchesEager(model, inner)
 
     @parametrize(
         "outer,inner",

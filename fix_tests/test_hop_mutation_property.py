@@ -9,7 +9,8 @@ a normal return with the change lost, and never an internal error.
 A case is a nesting (outer, inner, each of map, cond, while_loop, wrap,
 checkpoint, autograd.Function and nested_compile_region; checkpoint with or
 without skip_fwd_side_effects_in_bwd_under_checkpoint), a form (each of the
-pull request's, and a change of a global list, dict or object), and a route:
+pull request's, register_buffer on a module reached through an iterator,
+and a change of a global list, dict or object), and a route:
 torch.compile with fullgraph=True or False, or eager, where map, cond and
 while_loop compile their own bodies. The body that refuses the change:
 
@@ -96,9 +97,19 @@ ROUTES = ("fullgraph", "graph_breaks", "eager")
 ALIASED_GB_TYPE = "HOP: aliased intermediate used outside the subgraph"
 # The forms of the ModuleList FrameModel creates in the compiled frame.
 FRAME_FORMS = {"setitem_layers_vars", "setitem_layers_dunder_dict"}
+# A module the body reaches through an iterator (of Model.layers).
+MODULE_FORMS = {
+    **FORMS,
+    "iterator_module": (
+        lambda m: next(iter(m.layers)).register_buffer("extra", torch.ones(2)),
+        "change the _buffers of",
+        "Identity",
+    ),
+}
 # The forms that store a tensor computed in the body.
 TENSOR_FORMS = {
     "iadd",
+    "iterator_module",
     "register_buffer",
     "register_buffer_submodule",
     "set_tensor",
@@ -142,10 +153,12 @@ def nested(hops, outer, inner):
 
 def build(outer, inner, form, hops=ALL_HOPS):
     model = (FrameModel if form in FRAME_FORMS else Model)(
-        "wrap", "set_int" if form in OTHER_FORMS else form
+        "wrap", form if form in FORMS else "set_int"
     )
     if form in OTHER_FORMS:
         model.change = OTHER_FORMS[form]
+    elif form not in FORMS:
+        model.change = MODULE_FORMS[form][0]
     # The module setitem_buffers_through_lin reaches Model's _buffers through.
     model.lin.owner_buffers = model._buffers
     model.hop = nested(hops, outer, inner)
@@ -160,6 +173,7 @@ def values(model):
         {k: type(v) for k, v in model._modules.items()},
         [type(m) for m in model.layers],
         {k: v.detach().clone() for k, v in model.lin._buffers.items()},
+        list(model.layers[0]._buffers),
         model.n,
         "fresh" in vars(model),
         vars(model.layers).get("n"),
@@ -251,7 +265,7 @@ class HopModuleMutationErrorTests(HopModuleMutationPropertyTestCase):
         outer=st.sampled_from(sorted(PLAIN_HOPS)),
         inner=st.sampled_from(sorted(PLAIN_HOPS)),
         config=st.booleans(),
-        form=st.sampled_from(sorted({**FORMS, **OTHER_FORMS})),
+        form=st.sampled_from(sorted({**MODULE_FORMS, **OTHER_FORMS})),
         route=st.sampled_from(ROUTES),
     )
     def test_nested_mutation_is_eager_or_the_break(
@@ -325,7 +339,7 @@ class HopModuleMutationErrorTests(HopModuleMutationPropertyTestCase):
                         message,
                     )
                 else:
-                    _, change, class_name = FORMS[form]
+                    _, change, class_name = MODULE_FORMS[form]
                     if breaker != inner:
                         change = NESTED_CHANGES.get(form, change)
                     self.assertIn(f"{GB_TYPE}\n", message)
