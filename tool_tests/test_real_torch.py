@@ -42,8 +42,7 @@ ALLOWED = {
     "torch/_dynamo/variables/higher_order_ops.py",
     "torch/_dynamo/variables/misc.py",
     "torch/_dynamo/graph_break_registry.json",
-    # 2.11.0's own patch adds OutputGraph.resolve_source_value(), which later
-    # releases have.
+    # The 2.13+ series add SubgraphTracer.outer_changes.
     "torch/_dynamo/output_graph.py",
     "test/dynamo/test_misc.py",
     "test/dynamo/test_autograd_function.py",
