@@ -122,6 +122,16 @@ def set_and_restore_int(m):
     m.n = 3
 
 
+def set_tensor_and_restore_int(m):
+    m.n = m.buf + 1
+    m.n = 3
+
+
+def set_and_delete_new_attribute(m):
+    m.fresh = m.buf + 1
+    del m.fresh
+
+
 def setitem_buffers(m):
     m._buffers["buf"] = torch.zeros(2)
 
@@ -217,6 +227,13 @@ class Model(torch.nn.Module):
             return out
 
         return self.hop(body, x)
+
+
+class StoringModel(Model):
+    # Sets n before the HigherOrderOp: the body changes that value.
+    def forward(self, x):
+        self.n = 4
+        return super().forward(x)
 
 
 class FrameModel(Model):
@@ -503,6 +520,42 @@ class HopModuleMutationErrorTests(HopModuleMutationTestCase):
         )
         self.assertEqual(dict(m._buffers), {})
 
+    def test_change_of_stored_attribute_in_allowing_hop_in_discarding_hop_breaks(
+        self,
+    ):
+        # The root set the attribute before the HigherOrderOp: the body's
+        # change of that value would be dropped.
+        model = StoringModel("cond", "set_int")
+        model.hop = nest("cond", "nested_compile_region")
+        with self.assertRaises(UncapturedHigherOrderOpError) as cm:
+            torch.compile(model, backend="eager", fullgraph=True)(make_input("cond"))
+        self.assertIn(
+            "Higher Order Operator: torch.cond\n  Explanation: Attempted to set "
+            "attribute 'n' of nn.Module StoringModel",
+            str(cm.exception),
+        )
+        self.assertEqual(model.n, 3)
+
+    @parametrize("outer", list(DISCARDING_HOPS))
+    def test_iterator_in_allowing_hop_in_discarding_hop_breaks(self, outer):
+        # An iterator's position is no state the end of the body compares: an
+        # advance counts as a change.
+        def f(x):
+            it = iter([1, 2, 3, 4])
+
+            def body(t):
+                return t + next(it)
+
+            return nest(outer, "nested_compile_region")(body, x)
+
+        with self.assertRaises(UncapturedHigherOrderOpError) as cm:
+            torch.compile(f, backend="eager", fullgraph=True)(torch.ones(3, 2))
+        self.assertIn(
+            "HOP: Unsafe side effect\n"
+            f"  Higher Order Operator: {DISCARDING_HOPS[outer]}",
+            str(cm.exception),
+        )
+
     @parametrize("outer", ["wrap", "checkpoint"])
     @parametrize("form", ["set_tensor", "register_buffer", "setitem_buffers"])
     def test_tensor_from_allowing_hop_in_wrap_breaks(self, outer, form):
@@ -569,11 +622,80 @@ class HopModuleMutationControlTests(HopModuleMutationTestCase):
         ):
             self.assertMatchesEager(Model("checkpoint", form), "checkpoint")
 
+    def test_object_from_ended_body_matches_eager(self):
+        # An object created in a body nested in one that has ended, changed in
+        # another body: that body returns the tensor it stores.
+        class Box:
+            pass
+
+        holder = Box()
+
+        @torch.compiler.nested_compile_region
+        def make_box(x):
+            holder.box = Box()
+            return x.sin()
+
+        @torch.compiler.nested_compile_region
+        def fill_box(x):
+            holder.box.v = x.cos()
+            return x + 1
+
+        def f(x):
+            return fill_box(wrap(make_box, x)), holder.box.v * 2
+
+        x = make_input("nested_compile_region")
+        expected = f(x)
+        self.assertEqual(torch.compile(f, backend="eager", fullgraph=True)(x), expected)
+        self.assertEqual(holder.box.v, expected[1] / 2)
+
     @parametrize("outer", list(DISCARDING_HOPS))
-    def test_undone_change_in_allowing_hop_in_discarding_hop_matches_eager(self, outer):
+    @parametrize(
+        "change",
+        [set_and_restore_int, set_tensor_and_restore_int, set_and_delete_new_attribute],
+        name_fn=lambda change: change.__name__,
+    )
+    def test_undone_change_in_allowing_hop_in_discarding_hop_matches_eager(
+        self, outer, change
+    ):
         # Nothing is left to drop when the outer body ends, as in one body.
         model = Model(outer, "set_int")
-        model.change = set_and_restore_int
+        model.change = change
+        model.hop = nest(outer, "nested_compile_region")
+        self.assertMatchesEager(model, outer)
+
+    @parametrize("outer", list(DISCARDING_HOPS))
+    def test_undone_container_and_cell_change_in_discarding_hop_matches_eager(
+        self, outer
+    ):
+        lst, count = [], 0
+
+        def body(t):
+            nonlocal count
+            lst.append(t)
+            lst.pop()
+            count = 5
+            count = 0
+            return t + 1
+
+        def f(x):
+            return nest(outer, "nested_compile_region")(body, x)
+
+        x = make_input(outer)
+        self.assertEqual(torch.compile(f, backend="eager", fullgraph=True)(x), f(x))
+        self.assertEqual((lst, count), ([], 0))
+
+    @parametrize("outer", ["wrap", "checkpoint"])
+    def test_returned_tensor_from_allowing_hop_in_wrap_matches_eager(self, outer):
+        # The body returns the tensor the change stores: the outer graph has it.
+        class Returning(Model):
+            def forward(self, x):
+                def body(t):
+                    self.buf = t.sin()
+                    return self.buf
+
+                return self.hop(body, x)
+
+        model = Returning(outer, "set_int")
         model.hop = nest(outer, "nested_compile_region")
         self.assertMatchesEager(model, outer)
 
