@@ -132,6 +132,25 @@ def set_and_delete_new_attribute(m):
     del m.fresh
 
 
+def set_and_restore_function(m):
+    change = m.change
+    m.change = None
+    m.change = change
+
+
+def set_and_delete_frame_module_attribute(m):
+    m.layers.fresh = 5
+    del m.layers.fresh
+
+
+GLOBAL_COUNT = 0
+
+
+def set_global(m):
+    global GLOBAL_COUNT
+    GLOBAL_COUNT = 1
+
+
 def setitem_buffers(m):
     m._buffers["buf"] = torch.zeros(2)
 
@@ -536,6 +555,18 @@ class HopModuleMutationErrorTests(HopModuleMutationTestCase):
         )
         self.assertEqual(model.n, 3)
 
+    def test_global_in_allowing_hop_in_discarding_hop_breaks(self):
+        model = Model("cond", "set_int")
+        model.change = set_global
+        model.hop = nest("cond", "nested_compile_region")
+        with self.assertRaises(UncapturedHigherOrderOpError) as cm:
+            torch.compile(model, backend="eager", fullgraph=True)(make_input("cond"))
+        self.assertIn(
+            "HOP: Unsafe side effect\n  Higher Order Operator: torch.cond",
+            str(cm.exception),
+        )
+        self.assertEqual(GLOBAL_COUNT, 0)
+
     @parametrize("outer", list(DISCARDING_HOPS))
     def test_iterator_in_allowing_hop_in_discarding_hop_breaks(self, outer):
         # An iterator's position is no state the end of the body compares: an
@@ -651,14 +682,22 @@ class HopModuleMutationControlTests(HopModuleMutationTestCase):
     @parametrize("outer", list(DISCARDING_HOPS))
     @parametrize(
         "change",
-        [set_and_restore_int, set_tensor_and_restore_int, set_and_delete_new_attribute],
+        [
+            set_and_restore_int,
+            set_tensor_and_restore_int,
+            set_and_delete_new_attribute,
+            set_and_restore_function,
+            set_and_delete_frame_module_attribute,
+        ],
         name_fn=lambda change: change.__name__,
     )
     def test_undone_change_in_allowing_hop_in_discarding_hop_matches_eager(
         self, outer, change
     ):
         # Nothing is left to drop when the outer body ends, as in one body.
-        model = Model(outer, "set_int")
+        model = (
+            FrameModel if change is set_and_delete_frame_module_attribute else Model
+        )(outer, "set_int")
         model.change = change
         model.hop = nest(outer, "nested_compile_region")
         self.assertMatchesEager(model, outer)
