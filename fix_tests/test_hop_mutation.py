@@ -22,6 +22,7 @@ import unittest
 
 import torch
 import torch._dynamo.test_case
+import torch._dynamo.testing
 from functorch.experimental.control_flow import map as control_flow_map
 from torch._dynamo.exc import UncapturedHigherOrderOpError, Unsupported
 from torch._higher_order_ops.while_loop import while_loop
@@ -130,6 +131,12 @@ def set_tensor_and_restore_int(m):
 def set_and_delete_new_attribute(m):
     m.fresh = m.buf + 1
     del m.fresh
+
+
+def set_and_restore_read_int(m):
+    n = m.n
+    m.n = 7
+    m.n = n
 
 
 def set_and_restore_function(m):
@@ -684,6 +691,7 @@ class HopModuleMutationControlTests(HopModuleMutationTestCase):
         "change",
         [
             set_and_restore_int,
+            set_and_restore_read_int,
             set_tensor_and_restore_int,
             set_and_delete_new_attribute,
             set_and_restore_function,
@@ -737,6 +745,17 @@ class HopModuleMutationControlTests(HopModuleMutationTestCase):
         model = Returning(outer, "set_int")
         model.hop = nest(outer, "nested_compile_region")
         self.assertMatchesEager(model, outer)
+
+    def test_constant_in_allowing_hop_in_wrap_adds_no_guard(self):
+        # The body does not read the attribute it sets: no guard on its value.
+        model = Model("wrap", "set_int")
+        model.hop = nest("wrap", "nested_compile_region")
+        counter = torch._dynamo.testing.CompileCounter()
+        compiled = torch.compile(model, backend=counter, fullgraph=True)
+        for n in (3, 4):
+            model.n = n
+            compiled(make_input("wrap"))
+        self.assertEqual(counter.frame_count, 1)
 
     @parametrize("inner", [*ALLOWING_HOPS, "checkpoint"])
     @parametrize("outer", ["wrap", "checkpoint"])
