@@ -562,6 +562,22 @@ class HopModuleMutationErrorTests(HopModuleMutationTestCase):
         )
         self.assertEqual(model.n, 3)
 
+    def test_undone_change_of_another_value_breaks(self):
+        # Compiled where the store restores n, guarded on it: for another n the
+        # same store changes it.
+        model = Model("cond", "set_int")
+        model.change = set_and_restore_int
+        model.hop = nest("cond", "nested_compile_region")
+        compiled = torch.compile(model, backend="eager", fullgraph=True)
+        compiled(make_input("cond"))
+        model.n = 4
+        with self.assertRaises(UncapturedHigherOrderOpError) as cm:
+            compiled(make_input("cond"))
+        self.assertIn(
+            "Attempted to set attribute 'n' of nn.Module Model", str(cm.exception)
+        )
+        self.assertEqual(model.n, 4)
+
     def test_global_in_allowing_hop_in_discarding_hop_breaks(self):
         model = Model("cond", "set_int")
         model.change = set_global
