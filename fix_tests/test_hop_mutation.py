@@ -139,6 +139,11 @@ def set_and_restore_read_int(m):
     m.n = n
 
 
+def set_and_restore_dunder_dict_int(m):
+    m.__dict__["n"] = 5
+    m.__dict__["n"] = 3
+
+
 def set_and_restore_function(m):
     change = m.change
     m.change = None
@@ -151,6 +156,10 @@ def set_and_delete_frame_module_attribute(m):
 
 
 GLOBAL_COUNT = 0
+
+
+class Flag:
+    on = False
 
 
 def set_global(m):
@@ -493,7 +502,14 @@ class HopModuleMutationErrorTests(HopModuleMutationTestCase):
     @parametrize("inner", list(ALLOWING_HOPS))
     @parametrize("outer", list(DISCARDING_HOPS))
     @parametrize(
-        "form", ["set_tensor", "set_int", "register_buffer", "setitem_buffers"]
+        "form",
+        [
+            "set_tensor",
+            "set_int",
+            "register_buffer",
+            "setitem_buffers",
+            "setitem_dunder_dict",
+        ],
     )
     def test_mutation_in_allowing_hop_in_discarding_hop_breaks(
         self, outer, inner, form
@@ -708,6 +724,7 @@ class HopModuleMutationControlTests(HopModuleMutationTestCase):
         [
             set_and_restore_int,
             set_and_restore_read_int,
+            set_and_restore_dunder_dict_int,
             set_tensor_and_restore_int,
             set_and_delete_new_attribute,
             set_and_restore_function,
@@ -727,17 +744,23 @@ class HopModuleMutationControlTests(HopModuleMutationTestCase):
         self.assertMatchesEager(model, outer)
 
     @parametrize("outer", list(DISCARDING_HOPS))
-    def test_undone_container_and_cell_change_in_discarding_hop_matches_eager(
+    def test_undone_container_cell_and_class_change_in_discarding_hop_matches_eager(
         self, outer
     ):
-        lst, count = [], 0
+        lst, items, members, count = [], [1], {1, 2}, 0
 
         def body(t):
             nonlocal count
             lst.append(t)
             lst.pop()
+            items[0] = 5
+            items[0] = 1
+            members.discard(1)
+            members.add(1)
             count = 5
             count = 0
+            Flag.on = True
+            Flag.on = False
             return t + 1
 
         def f(x):
@@ -745,7 +768,9 @@ class HopModuleMutationControlTests(HopModuleMutationTestCase):
 
         x = make_input(outer)
         self.assertEqual(torch.compile(f, backend="eager", fullgraph=True)(x), f(x))
-        self.assertEqual((lst, count), ([], 0))
+        self.assertEqual(
+            (lst, items, members, count, Flag.on), ([], [1], {1, 2}, 0, False)
+        )
 
     @parametrize("outer", ["wrap", "checkpoint"])
     def test_returned_tensor_from_allowing_hop_in_wrap_matches_eager(self, outer):
