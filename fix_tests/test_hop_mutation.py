@@ -18,6 +18,8 @@ refuses a change that holds a tensor computed in it, which it does not return.
 """
 
 import copy
+import sys
+import types
 import unittest
 
 import torch
@@ -110,6 +112,11 @@ def set_int(m):
     m.n = 5
 
 
+def set_equal_float(m):
+    # Equal to 3, but a float: a change.
+    m.n = 3.0
+
+
 def set_new_int(m):
     m.fresh = 5
 
@@ -188,6 +195,7 @@ ATTRIBUTE_FORMS = {
     "iadd": (iadd, "set attribute 'w' of", "Model"),
     "set_tensor": (set_tensor, "set attribute 'buf' of", "Model"),
     "set_int": (set_int, "set attribute 'n' of", "Model"),
+    "set_equal_float": (set_equal_float, "set attribute 'n' of", "Model"),
     "set_new_int": (set_new_int, "set attribute 'fresh' of", "Model"),
     "eval": (lambda m: m.eval(), "set attribute 'training' of", "Model"),
     "delete_buffer": (delete_buffer, "delete attribute 'buf' of", "Model"),
@@ -744,14 +752,17 @@ class HopModuleMutationControlTests(HopModuleMutationTestCase):
         self.assertMatchesEager(model, outer)
 
     @parametrize("outer", list(DISCARDING_HOPS))
-    def test_undone_container_cell_and_class_change_in_discarding_hop_matches_eager(
-        self, outer
-    ):
+    def test_undone_change_of_each_kind_in_discarding_hop_matches_eager(self, outer):
         lst, items, members, count = [], [1], {1, 2}, 0
 
         def body(t):
-            nonlocal count
+            global GLOBAL_COUNT
+            nonlocal count, lst
             lst.append(t)
+            lst.pop()
+            lst.extend([t])
+            lst.pop()
+            lst += [t]
             lst.pop()
             items[0] = 5
             items[0] = 1
@@ -761,6 +772,8 @@ class HopModuleMutationControlTests(HopModuleMutationTestCase):
             count = 0
             Flag.on = True
             Flag.on = False
+            GLOBAL_COUNT = 5
+            GLOBAL_COUNT = 0
             return t + 1
 
         def f(x):
@@ -769,8 +782,35 @@ class HopModuleMutationControlTests(HopModuleMutationTestCase):
         x = make_input(outer)
         self.assertEqual(torch.compile(f, backend="eager", fullgraph=True)(x), f(x))
         self.assertEqual(
-            (lst, items, members, count, Flag.on), ([], [1], {1, 2}, 0, False)
+            (lst, items, members, count, Flag.on, GLOBAL_COUNT),
+            ([], [1], {1, 2}, 0, False, 0),
         )
+
+    @parametrize("outer", list(DISCARDING_HOPS))
+    def test_undone_global_of_another_module_in_discarding_hop_matches_eager(
+        self, outer
+    ):
+        # The body's function is of another module than the compiled frame.
+        module = types.ModuleType("_hop_mutation_other_module")
+        exec(
+            "COUNT = 0\n"
+            "def body(t):\n"
+            "    global COUNT\n"
+            "    count = COUNT\n"
+            "    COUNT = 5\n"
+            "    COUNT = count\n"
+            "    return t + 1\n",
+            vars(module),
+        )
+        sys.modules[module.__name__] = module
+        self.addCleanup(sys.modules.pop, module.__name__)
+
+        def f(x):
+            return nest(outer, "nested_compile_region")(module.body, x)
+
+        x = make_input(outer)
+        self.assertEqual(torch.compile(f, backend="eager", fullgraph=True)(x), f(x))
+        self.assertEqual(module.COUNT, 0)
 
     @parametrize("outer", ["wrap", "checkpoint"])
     def test_returned_tensor_from_allowing_hop_in_wrap_matches_eager(self, outer):
