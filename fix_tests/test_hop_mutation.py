@@ -18,6 +18,7 @@ refuses a change that holds a tensor computed in it, which it does not return.
 """
 
 import copy
+import math
 import sys
 import types
 import unittest
@@ -167,6 +168,7 @@ GLOBAL_COUNT = 0
 
 class Flag:
     on = False
+    level = math.nan
 
 
 def set_global(m):
@@ -772,6 +774,8 @@ class HopModuleMutationControlTests(HopModuleMutationTestCase):
             count = 0
             Flag.on = True
             Flag.on = False
+            Flag.level = 0.0
+            Flag.level = math.nan
             GLOBAL_COUNT = 5
             GLOBAL_COUNT = 0
             return t + 1
@@ -785,6 +789,7 @@ class HopModuleMutationControlTests(HopModuleMutationTestCase):
             (lst, items, members, count, Flag.on, GLOBAL_COUNT),
             ([], [1], {1, 2}, 0, False, 0),
         )
+        self.assertTrue(math.isnan(Flag.level))
 
     @parametrize("outer", list(DISCARDING_HOPS))
     def test_undone_global_of_another_module_in_discarding_hop_matches_eager(
