@@ -817,6 +817,40 @@ class HopModuleMutationControlTests(HopModuleMutationTestCase):
         self.assertEqual(torch.compile(f, backend="eager", fullgraph=True)(x), f(x))
         self.assertEqual(module.COUNT, 0)
 
+    @parametrize("in_wrap", [False, True])
+    @parametrize("outer", list(DISCARDING_HOPS))
+    def test_restore_around_allowing_hop_in_discarding_hop_matches_eager(
+        self, outer, in_wrap
+    ):
+        # The body's own stores (or, in_wrap, a wrap's in it), which a deferred
+        # check lets through, come before the nested change: the end of the
+        # body compares with the state before the body, not with theirs.
+        m, linear = torch.nn.Module(), torch.nn.Linear(2, 2)
+        m.mode = "x"
+
+        @torch.compiler.nested_compile_region
+        def region(t):
+            m.mode = "b"
+            m.mode = "a"
+            linear.train()
+            linear.eval()
+            return t + 1
+
+        def body(t):
+            m.mode = "a"
+            linear.eval()
+            out = region(t)
+            m.mode = "x"
+            linear.train()
+            return out
+
+        def f(x):
+            return HOPS[outer](lambda t: wrap(body, t) if in_wrap else body(t), x)
+
+        x = make_input(outer)
+        self.assertEqual(torch.compile(f, backend="eager", fullgraph=True)(x), f(x))
+        self.assertEqual((m.mode, linear.training), ("x", True))
+
     @parametrize("outer", ["wrap", "checkpoint"])
     def test_returned_tensor_from_allowing_hop_in_wrap_matches_eager(self, outer):
         # The body returns the tensor the change stores: the outer graph has it.
