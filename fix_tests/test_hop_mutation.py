@@ -87,11 +87,13 @@ DISCARDING_HOPS = {
 
 # A change a nested HigherOrderOp made is refused when an outer body ends, by
 # the state it changed: `=`, `+=` and `del` of a buffer or a parameter change
-# the dict nn.Module.__setattr__ and __delattr__ keep it in.
+# the dict nn.Module.__setattr__ and __delattr__ keep it in; an item set in
+# its __dict__ sets the attribute.
 NESTED_CHANGES = {
     "set_tensor": "change the _buffers of",
     "iadd": "change the _parameters of",
     "delete_buffer": "change the _buffers of",
+    "setitem_dunder_dict": "set attribute 'n' of",
 }
 
 
@@ -149,6 +151,11 @@ def set_and_restore_read_int(m):
 
 def set_and_restore_dunder_dict_int(m):
     m.__dict__["n"] = 5
+    m.__dict__["n"] = 3
+
+
+def set_and_restore_int_through_dunder_dict(m):
+    m.n = 5
     m.__dict__["n"] = 3
 
 
@@ -735,6 +742,7 @@ class HopModuleMutationControlTests(HopModuleMutationTestCase):
             set_and_restore_int,
             set_and_restore_read_int,
             set_and_restore_dunder_dict_int,
+            set_and_restore_int_through_dunder_dict,
             set_tensor_and_restore_int,
             set_and_delete_new_attribute,
             set_and_restore_function,
